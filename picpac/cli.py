@@ -1,0 +1,119 @@
+"""The `picpac` command line (click) and PicPac's `picpac-import`."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from . import __version__
+from .errors import PicPacError
+
+IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv"]
+PICPAC_IMPORT_FORMATS = {0: "dir", 1: "list", 2: "classdirs", 3: "annolist", 4: "masklist"}
+
+
+class _ReportErrors:
+    """Print a PicPacError as one line on stderr and exit 2, without a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PicPacError as exc:
+            click.echo(f"{ctx.find_root().info_name}: error: {exc}", err=True)
+            ctx.exit(2)
+
+
+class _Group(_ReportErrors, click.Group):
+    pass
+
+
+class _Command(_ReportErrors, click.Command):
+    pass
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="picpac")
+def main() -> None:
+    """picpac: a training dataset in one file, streamed with on-the-fly decoding and augmentation."""
+
+
+def _import_options(f):
+    f = click.option("--strict", is_flag=True, help="Fail on the first missing or undecodable file, writing nothing.")(f)
+    f = click.option("--max-size", type=click.IntRange(min=1), default=None,
+                     help="Downsize images whose longer side exceeds N pixels and re-encode them.")(f)
+    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="Threads validating images in parallel [default: number of cores].")(f)
+    f = click.option("--root", type=click.Path(file_okay=False), default=None,
+                     help="Directory that relative paths in a list or CSV are taken from "
+                          "[default: the list file's directory].")(f)
+    f = click.option("--overwrite", is_flag=True, help="Replace DB if it exists.")(f)
+    return f
+
+
+def _run_import(src: str, db: str, fmt: str, **options) -> None:
+    from .ingest import import_dataset
+
+    report = import_dataset(src, db, format=fmt, **options)
+    click.echo(report.summary())
+
+
+@main.command("import", cls=_Command)
+@click.argument("src", type=click.Path())
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("-f", "--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
+              help="Layout of SRC (docs/import.md); auto detects it.")
+@_import_options
+def import_command(src: str, db: str, fmt: str, **options) -> None:
+    """Import images (and labels, annotations, masks) from SRC into the picpac database DB."""
+    _run_import(src, db, fmt, **options)
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-f", "--format", "number", type=click.IntRange(0, 4), default=1, show_default=True,
+              help="PicPac's format number: 0 directory of images (label 0), 1 list `path<TAB>label`, "
+                   "2 class subdirectories 0..N-1, 3 list `path<TAB>json`, 4 list `path<TAB>mask-path`.")
+@click.argument("src", type=click.Path())
+@click.argument("db", type=click.Path(dir_okay=False))
+@_import_options
+def picpac_import(number: int, src: str, db: str, **options) -> None:
+    """Import SRC into the picpac database DB (PicPac-compatible `picpac-import -f N SRC DB`)."""
+    _run_import(src, db, PICPAC_IMPORT_FORMATS[number], **options)
+
+
+@main.command("info", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def info_command(db: str, as_json: bool) -> None:
+    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes."""
+    from .info import describe, format_description
+
+    description = describe(db)
+    click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
+
+
+@main.command("verify", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("--decode", is_flag=True, help="Also decode every image (and mask) field.")
+def verify_command(db: str, decode: bool) -> None:
+    """Check every checksum of DB; exit 1 naming each damaged record."""
+    from .verify import verify
+
+    report = verify(db, decode=decode)
+    for problem in report.problems:
+        click.echo(problem, err=True)
+    click.echo(report.summary())
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command("demo", cls=_Command)
+@click.option("--count", type=click.IntRange(min=1), default=300, show_default=True,
+              help="How many images to draw.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the drawn images and the database in this directory.")
+def demo_command(count: int, keep: str | None) -> None:
+    """Draw a labelled shape dataset, import it, show `picpac info` and read it all back."""
+    from .demo import run_demo
+
+    run_demo(count=count, workdir=keep and os.path.abspath(keep), echo=click.echo)

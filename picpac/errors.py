@@ -1,0 +1,46 @@
+"""Exceptions raised by picpac: every one derives from :class:`PicPacError`."""
+from __future__ import annotations
+
+
+class PicPacError(Exception):
+    """Base class of every error picpac raises on purpose."""
+
+
+class PicPacTypeError(PicPacError, TypeError):
+    """An argument has the wrong type."""
+
+
+class PicPacValueError(PicPacError, ValueError):
+    """An argument has the right type but a bad value."""
+
+
+class MissingPathError(PicPacError, FileNotFoundError):
+    """A file or directory that picpac was asked to read does not exist."""
+
+
+class FormatError(PicPacError):
+    """A file is not a picpac database, or its structure is invalid."""
+
+
+class VersionError(FormatError):
+    """A picpac database was written by a newer format version than this code knows."""
+
+
+class CorruptError(FormatError):
+    """Stored bytes do not match their checksum, or the file is truncated."""
+
+
+class CorruptRecordError(CorruptError):
+    """One record's bytes are damaged; ``index`` says which record."""
+
+    def __init__(self, message: str, index: int):
+        super().__init__(message)
+        self.index = index
+
+
+class WriterBusyError(PicPacError):
+    """Another Writer holds the database open for appending."""
+
+
+class SourceError(PicPacError):
+    """An import source (list file, CSV, folder layout) is malformed."""

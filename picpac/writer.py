@@ -1,0 +1,302 @@
+"""Writer: create a picpac database, or append to one, with crash-safe commits."""
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import numbers
+import os
+import platform
+import tempfile
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from . import __version__
+from .errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
+from .format import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
+                     RECORD_HEAD, SLOT_OFFSETS, Commit, crc32, field_table, index_offset_after,
+                     pack_header, read_commit, read_header)
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _as_bytes(name: str, value: Any) -> memoryview:
+    """A flat byte view of a field value, or PicPacTypeError naming the field."""
+    if isinstance(value, str):
+        raise PicPacTypeError(f"field {name!r}: got str; fields hold bytes (use .encode() for text)")
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise PicPacTypeError(f"field {name!r}: got {type(value).__name__}; fields hold bytes-like "
+                              "objects (bytes, bytearray, memoryview, contiguous numpy array)") from None
+    if not view.c_contiguous:
+        raise PicPacValueError(f"field {name!r}: the buffer is not contiguous (use np.ascontiguousarray)")
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
+def _check_metadata(metadata: Any) -> dict:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise PicPacTypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    if "fields" in metadata:
+        raise PicPacValueError("metadata key 'fields' is managed by the Writer; do not set it")
+    classes = metadata.get("classes")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise PicPacTypeError("metadata['classes'] must be a list of str")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise PicPacTypeError(f"metadata must be JSON-serialisable: {exc}") from None
+    return dict(metadata)
+
+
+class Writer:
+    """Write records to a picpac database.
+
+    ``Writer(path)`` builds a new database in a temporary file beside ``path`` and renames it over
+    ``path`` on :meth:`close` (or the first :meth:`commit`), so ``path`` only ever holds a complete
+    database. ``Writer(path, append=True)`` adds records to an existing database in place; nothing
+    becomes visible until a commit, and an interrupted append leaves the last committed state.
+    Leaving a ``with`` block by an exception discards the uncommitted records.
+    """
+
+    def __init__(self, path: str | os.PathLike, append: bool = False, *,
+                 metadata: Mapping[str, Any] | None = None, sync: bool = True):
+        if not isinstance(path, (str, os.PathLike)):
+            raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
+        self.path = os.fspath(path)
+        self._sync = sync
+        extra = _check_metadata(metadata)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise MissingPathError(f"{self.path}: directory {directory} does not exist")
+        self._count = 0
+        self._index = np.zeros(1024, INDEX_DTYPE)
+        self._temp_path: str | None = None
+        if append and os.path.exists(self.path):
+            self._open_existing()
+        else:
+            self._create(directory)
+        self._metadata.update(extra)
+        self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
+
+    # -- opening ---------------------------------------------------------------------------
+    def _create(self, directory: str) -> None:
+        fd, self._temp_path = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.",
+                                               suffix=".picpac-tmp", dir=directory)
+        self._file = os.fdopen(fd, "w+b")
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the lock stays with the file once it is renamed to path
+        self._file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))
+        self._commit = EMPTY_COMMIT
+        self._slot = 1  # the next commit goes to slot 0
+        self._end = HEADER_SIZE
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self._metadata: dict[str, Any] = {
+            "fields": [],
+            "created": {"time": now, "by": f"picpac {__version__}", "host": platform.node()},
+        }
+
+    def _open_existing(self) -> None:
+        try:
+            self._file = open(self.path, "r+b")
+        except OSError as exc:
+            raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._file.close()
+            raise WriterBusyError(f"{self.path}: another Writer is appending to this database") from None
+        try:
+            size = os.fstat(self._file.fileno()).st_size
+            head = self._file.read(HEADER_SIZE)
+            state = read_header(head, size, self.path)
+            self._file.seek(0)
+            buf = self._file.read(state.current.end)
+            self._metadata, index = read_commit(buf, len(buf), state.current, self.path)
+        except BaseException:
+            self._file.close()
+            raise
+        if state.damaged_slots:
+            warnings.warn(f"{self.path}: header slot {state.damaged_slots} is damaged; the next commit "
+                          "rewrites it", RuntimeWarning, stacklevel=3)
+        self._commit, self._slot = state.current, state.slot
+        self._grow(len(index))
+        self._index[: len(index)] = index
+        self._count = len(index)
+        self._end = state.current.end
+        # Bytes past the committed end were left by an interrupted append: nothing refers to them.
+        self._file.truncate(self._end)
+        self._file.seek(self._end)
+
+    # -- writing ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def append(self, fields: Mapping[str, Any] | None = None, /, *, label: float = 0.0,
+               group: int | None = None, meta: Mapping[str, Any] | None = None, **named_fields: Any) -> int:
+        """Add one record and return its index.
+
+        Fields are passed by keyword (``image=jpeg_bytes``) or as a mapping; each value is stored
+        verbatim. ``label`` is a float, ``group`` an optional int64 (records of one group stay in
+        one fold when splitting), ``meta`` a small JSON-serialisable dict.
+        """
+        self._check_open()
+        items = dict(fields or {}, **named_fields)
+        if not items:
+            raise PicPacValueError("a record needs at least one field, e.g. append(image=jpeg_bytes)")
+        if len(items) > MAX_FIELDS:
+            raise PicPacValueError(f"a record holds at most {MAX_FIELDS} fields, got {len(items)}")
+        if not isinstance(label, numbers.Real):
+            raise PicPacTypeError(f"label must be a number, got {type(label).__name__}")
+        group_value = self._check_group(group)
+        meta_bytes = self._encode_meta(meta)
+        table = []
+        views = []
+        for name, value in items.items():
+            if not isinstance(name, str) or not name:
+                raise PicPacTypeError(f"field names must be non-empty str, got {name!r}")
+            view = _as_bytes(name, value)
+            table += (self._field_id(name), view.nbytes)
+            views.append(view)
+        head = RECORD_HEAD.pack(len(views), 0, len(meta_bytes)) + field_table(len(views)).pack(*table)
+        crc = crc32(meta_bytes, crc32(head))
+        write = self._file.write
+        try:
+            write(head)
+            write(meta_bytes)
+            for view in views:
+                crc = crc32(view, crc)
+                write(view)
+        except BaseException:
+            self._file.seek(self._end)  # drop the partial record so later offsets stay right
+            self._file.truncate()
+            raise
+        size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
+        self._grow(self._count + 1)
+        self._index[self._count] = (self._end, size, float(label), group_value, crc, 0)
+        self._end += size
+        self._count += 1
+        return self._count - 1
+
+    @staticmethod
+    def _check_group(group: Any) -> int:
+        if group is None:
+            return NO_GROUP
+        if isinstance(group, bool) or not isinstance(group, numbers.Integral):
+            raise PicPacTypeError(f"group must be an int or None, got {type(group).__name__}")
+        if not NO_GROUP < int(group) <= _INT64.max:
+            raise PicPacValueError(f"group must be an int64 above {NO_GROUP}, got {group}")
+        return int(group)
+
+    @staticmethod
+    def _encode_meta(meta: Any) -> bytes:
+        if meta is None:
+            return b""
+        if not isinstance(meta, Mapping):
+            raise PicPacTypeError(f"meta must be a dict or None, got {type(meta).__name__}")
+        try:
+            data = json.dumps(meta, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise PicPacTypeError(f"meta must be JSON-serialisable: {exc}") from None
+        if len(data) > MAX_META_SIZE:
+            raise PicPacValueError(f"meta is {len(data)} bytes; keep it small and store data as a field")
+        return data
+
+    def _field_id(self, name: str) -> int:
+        fid = self._field_ids.get(name)
+        if fid is None:
+            fid = self._field_ids[name] = len(self._metadata["fields"])
+            self._metadata["fields"].append(name)
+        return fid
+
+    def _grow(self, needed: int) -> None:
+        if needed > len(self._index):
+            bigger = np.zeros(max(needed, 2 * len(self._index)), INDEX_DTYPE)
+            bigger[: self._count] = self._index[: self._count]
+            self._index = bigger
+
+    def _check_open(self) -> None:
+        if self._file is None:
+            raise PicPacError(f"{self.path}: the Writer is closed")
+
+    # -- committing ------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make every record appended so far durable and visible to new Readers."""
+        self._check_open()
+        meta = json.dumps(self._metadata, separators=(",", ":")).encode()
+        index_offset = index_offset_after(self._end + len(meta))
+        region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
+        self._file.write(region)
+        self._slot ^= 1
+        self._commit = Commit(self._commit.seq + 1, self._end, len(meta), index_offset, self._count, crc32(region))
+        self._file.flush()
+        self._fsync()
+        # The slot is written only after the region it points to is on disk.
+        os.pwrite(self._file.fileno(), self._commit.pack(), SLOT_OFFSETS[self._slot])
+        self._fsync()
+        self._end += len(region)
+        if self._temp_path is not None:
+            os.replace(self._temp_path, self.path)
+            self._temp_path = None
+            self._fsync_directory()
+
+    def close(self) -> None:
+        """Commit and close. Closing twice is harmless."""
+        if self._file is None:
+            return
+        try:
+            self.commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._file.close()
+        self._file = None
+
+    def abort(self) -> None:
+        """Close without committing: a new database is not created, an append adds nothing."""
+        if self._file is None:
+            return
+        try:
+            if self._temp_path is None:
+                self._file.truncate(self._commit.end)
+        finally:
+            self._file.close()
+            self._file = None
+            if self._temp_path is not None:
+                os.unlink(self._temp_path)
+                self._temp_path = None
+
+    def _fsync(self) -> None:
+        if self._sync:
+            os.fsync(self._file.fileno())
+
+    def _fsync_directory(self) -> None:
+        if self._sync:
+            fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        if getattr(self, "_file", None) is not None:
+            warnings.warn(f"{self.path}: Writer was never closed; its uncommitted records are discarded",
+                          ResourceWarning, stacklevel=2)
+            self.abort()
