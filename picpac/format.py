@@ -112,17 +112,17 @@ class HeaderState:
 
 def read_header(buf: Any, size: int, path: str) -> HeaderState:
     """Parse the header in ``buf`` (the first bytes of a file of ``size`` bytes)."""
-    if size < FILE_HEAD.size or bytes(buf[:8]) != MAGIC:
+    if size < len(MAGIC) or bytes(buf[:len(MAGIC)]) != MAGIC:
         raise FormatError(f"{path}: not a picpac database (bad magic bytes); "
                           "create one with picpac.Writer or `picpac import`")
+    if size < HEADER_SIZE:
+        raise CorruptError(f"{path}: truncated: {size} bytes, shorter than the {HEADER_SIZE}-byte header")
     _, version, header_size = FILE_HEAD.unpack_from(buf, 0)
     if version > VERSION:
         raise VersionError(f"{path}: written by picpac format version {version}, but this picpac "
                            f"reads up to version {VERSION}; upgrade picpac (pip install -U picpac)")
     if version != VERSION or header_size != HEADER_SIZE:
         raise CorruptError(f"{path}: damaged header (version {version}, header size {header_size})")
-    if size < HEADER_SIZE:
-        raise CorruptError(f"{path}: truncated: {size} bytes, shorter than the {HEADER_SIZE}-byte header")
     slots = [unpack_slot(bytes(buf[o:o + SLOT.size])) for o in SLOT_OFFSETS]
     damaged = tuple(i for i, c in enumerate(slots) if c is None)
     valid = [(c.seq, i) for i, c in enumerate(slots) if c is not None]

@@ -5,6 +5,7 @@ import json
 import mmap
 import operator
 import os
+import stat
 import struct
 import warnings
 from collections.abc import Iterator
@@ -84,12 +85,13 @@ class Reader:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             raise MissingPathError(f"{self.path}: no such file") from None
-        except IsADirectoryError:
-            raise FormatError(f"{self.path}: is a directory, not a picpac database") from None
         except OSError as exc:
             raise PicPacError(f"{self.path}: cannot open: {exc.strerror}") from None
         try:
-            size = os.fstat(fd).st_size
+            st = os.fstat(fd)
+            size = st.st_size
+            if stat.S_ISDIR(st.st_mode):
+                raise FormatError(f"{self.path}: is a directory, not a picpac database")
             if size == 0:
                 raise FormatError(f"{self.path}: empty file, not a picpac database")
             try:

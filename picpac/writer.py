@@ -76,6 +76,7 @@ class Writer:
             raise MissingPathError(f"{self.path}: directory {directory} does not exist")
         self._count = 0
         self._index = np.zeros(1024, INDEX_DTYPE)
+        self._file = None
         self._temp_path: str | None = None
         if append and os.path.exists(self.path):
             self._open_existing()
@@ -102,24 +103,23 @@ class Writer:
 
     def _open_existing(self) -> None:
         try:
-            self._file = open(self.path, "r+b")
+            file = open(self.path, "r+b")
         except OSError as exc:
             raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
         try:
-            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            self._file.close()
-            raise WriterBusyError(f"{self.path}: another Writer is appending to this database") from None
-        try:
-            size = os.fstat(self._file.fileno()).st_size
-            head = self._file.read(HEADER_SIZE)
-            state = read_header(head, size, self.path)
-            self._file.seek(0)
-            buf = self._file.read(state.current.end)
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WriterBusyError(f"{self.path}: another Writer is appending to this database") from None
+            size = os.fstat(file.fileno()).st_size
+            state = read_header(file.read(HEADER_SIZE), size, self.path)
+            file.seek(0)
+            buf = file.read(state.current.end)
             self._metadata, index = read_commit(buf, len(buf), state.current, self.path)
         except BaseException:
-            self._file.close()
+            file.close()
             raise
+        self._file = file
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header slot {state.damaged_slots} is damaged; the next commit "
                           "rewrites it", RuntimeWarning, stacklevel=3)

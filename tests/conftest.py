@@ -1,0 +1,22 @@
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def payload(i: int, size: int | None = None) -> bytes:
+    """Deterministic, distinct bytes for record ``i`` (sizes vary with i unless given)."""
+    size = 17 + (i * 37) % 300 if size is None else size
+    block = hashlib.sha256(str(i).encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    return SHARED_DATA

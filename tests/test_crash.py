@@ -1,0 +1,123 @@
+"""SIGKILL a writing process at random moments: the file on disk is always a committed state."""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+import picpac
+
+from conftest import payload
+
+TRIALS = 24
+BASE_RECORDS = 40
+COMMIT_EVERY = 50
+NEW_RECORDS = 600
+
+CHILD = textwrap.dedent(
+    """
+    import sys
+    sys.path.insert(0, {tests!r})
+    import picpac
+    from conftest import payload
+
+    path, mode, start, count, commit_every = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
+    with picpac.Writer(path, append=(mode == "append")) as w:
+        print("started", flush=True)
+        for i in range(start, start + count):
+            w.append(image=payload(i, 200 + (i * 7919) % 4000), label=i, meta={{"i": i}})
+            if commit_every and (i - start + 1) % commit_every == 0:
+                w.commit()
+    """
+).format(tests=os.path.dirname(os.path.abspath(__file__)))
+
+
+def run_child(path, mode: str, start: int, count: int, commit_every: int) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", CHILD, str(path), mode, str(start), str(count), str(commit_every)],
+                            stdout=subprocess.PIPE)
+
+
+def make_base(path) -> None:
+    with picpac.Writer(path) as w:
+        for i in range(BASE_RECORDS):
+            w.append(image=payload(i, 200 + (i * 7919) % 4000), label=i, meta={"i": i})
+
+
+def committed_records(path) -> int:
+    """Open the DB, check every record against what the writer wrote, and return the count."""
+    with picpac.Reader(path) as r:
+        for i in range(len(r)):
+            rec = r.read(i, check=True)
+            assert bytes(rec["image"]) == payload(i, 200 + (i * 7919) % 4000)
+            assert rec.label == i and rec.meta == {"i": i}
+        return len(r)
+
+
+def full_run_seconds(tmp_path, mode: str) -> float:
+    path = tmp_path / f"timing-{mode}.picpac"
+    if mode == "append":
+        make_base(path)
+    proc = run_child(path, mode, BASE_RECORDS if mode == "append" else 0, NEW_RECORDS, COMMIT_EVERY)
+    proc.stdout.readline()
+    t = time.perf_counter()
+    assert proc.wait(60) == 0
+    proc.stdout.close()
+    return time.perf_counter() - t
+
+
+def kill_at_random(proc: subprocess.Popen, rng: random.Random, duration: float) -> None:
+    proc.stdout.readline()  # "started": the Writer is open
+    time.sleep(rng.uniform(0, duration))
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(10)
+    proc.stdout.close()
+
+
+@pytest.mark.parametrize("mode", ["create", "append"])
+def test_sigkill_leaves_a_committed_state(tmp_path, mode):
+    rng = random.Random(1234)
+    duration = full_run_seconds(tmp_path, mode)
+    seen = set()
+    for trial in range(TRIALS):
+        path = tmp_path / f"{mode}-{trial}.picpac"
+        start = 0
+        if mode == "append":
+            make_base(path)
+            start = BASE_RECORDS
+        proc = run_child(path, mode, start, NEW_RECORDS, COMMIT_EVERY)
+        kill_at_random(proc, rng, duration)
+        if mode == "create":
+            # the temp file is renamed over path at the first commit; before it, no DB exists
+            if not path.exists():
+                seen.add(0)
+                continue
+            committed = committed_records(path)
+        else:
+            committed = committed_records(path) - BASE_RECORDS
+        assert committed % COMMIT_EVERY == 0 or committed == NEW_RECORDS
+        seen.add(committed)
+        # the killed writer's leftovers never block the next append
+        with picpac.Writer(path, append=True) as w:
+            w.append(image=b"after", label=-1)
+        with picpac.Reader(path) as r:
+            assert bytes(r[-1]["image"]) == b"after"
+            assert len(r) == start + committed + 1
+    # the kills landed at different moments (not all before or all after the writing)
+    assert len(seen) >= 5, seen
+
+
+def test_sigkill_while_replacing_keeps_the_old_database(tmp_path):
+    rng = random.Random(99)
+    duration = full_run_seconds(tmp_path, "create")
+    for trial in range(8):
+        path = tmp_path / f"replace-{trial}.picpac"
+        make_base(path)
+        proc = run_child(path, "create", 0, NEW_RECORDS, 0)  # no intermediate commit: one rename at close
+        kill_at_random(proc, rng, duration)
+        assert committed_records(path) in (BASE_RECORDS, NEW_RECORDS)
