@@ -83,7 +83,7 @@ def picpac_import(number: int, src: str, db: str, **options) -> None:
 
 
 @main.command("info", cls=_Command)
-@click.argument("db", type=click.Path(dir_okay=False))
+@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
 def info_command(db: str, as_json: bool) -> None:
     """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes."""
@@ -94,7 +94,7 @@ def info_command(db: str, as_json: bool) -> None:
 
 
 @main.command("verify", cls=_Command)
-@click.argument("db", type=click.Path(dir_okay=False))
+@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
 @click.option("--decode", is_flag=True, help="Also decode every image (and mask) field.")
 def verify_command(db: str, decode: bool) -> None:
     """Check every checksum of DB; exit 1 naming each damaged record."""

@@ -44,3 +44,7 @@ class WriterBusyError(PicPacError):
 
 class SourceError(PicPacError):
     """An import source (list file, CSV, folder layout) is malformed."""
+
+
+class ImportFailedError(PicPacError):
+    """An import wrote nothing: a file failed under ``strict``, or no image could be imported."""

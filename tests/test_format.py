@@ -230,14 +230,18 @@ def test_reader_errors_name_the_file(tmp_path):
         picpac.Reader(tmp_path / "magic.picpac")
 
 
+def flip_record_byte(path, record: int, position: int, bit: int) -> None:
+    with picpac.Reader(path) as r:
+        offset = int(r.index["offset"][record])
+    data = bytearray(path.read_bytes())
+    data[offset + position] ^= bit
+    path.write_bytes(data)
+
+
 def test_damaged_record_is_named(tmp_path):
     path = tmp_path / "db.picpac"
     write_db(path, 6)
-    with picpac.Reader(path) as r:
-        offset = int(r.index["offset"][3])
-    data = bytearray(path.read_bytes())
-    data[offset + 40] ^= 0x10
-    path.write_bytes(data)
+    flip_record_byte(path, 3, 40, 0x10)
     with picpac.Reader(path) as r:
         assert bytes(r[2]["image"]) == payload(2)
         with pytest.raises(picpac.CorruptRecordError, match="record 3 fails its checksum") as info:
@@ -250,11 +254,7 @@ def test_damaged_record_is_named(tmp_path):
 def test_damaged_layout_without_checks_raises_not_crashes(tmp_path):
     path = tmp_path / "db.picpac"
     write_db(path, 3)
-    with picpac.Reader(path) as r:
-        offset = int(r.index["offset"][1])
-    data = bytearray(path.read_bytes())
-    data[offset + 8 + 4] ^= 0x40  # the first field's size
-    path.write_bytes(data)
+    flip_record_byte(path, 1, 8 + 4, 0x40)  # the first field's size
     with picpac.Reader(path, check=False) as r:
         with pytest.raises(picpac.CorruptRecordError, match="record 1 has a damaged layout"):
             r[1]
