@@ -1,14 +1,15 @@
 """picpac: a whole training dataset in one file, streamed with on-the-fly decoding and augmentation."""
 __version__ = "0.1.0"
 
-from .errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PicPacError,
-                     PicPacTypeError, PicPacValueError, SourceError, VersionError, WriterBusyError)
+from .errors import (CorruptError, CorruptRecordError, FormatError, ImportFailedError, MissingPathError,
+                     PicPacError, PicPacTypeError, PicPacValueError, SourceError, VersionError,
+                     WriterBusyError)
 from .format import NO_GROUP
 from .reader import Reader, Record
 from .writer import Writer
 
 __all__ = [
-    "CorruptError", "CorruptRecordError", "FormatError", "MissingPathError", "NO_GROUP", "PicPacError",
+    "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SourceError", "VersionError", "Writer",
     "WriterBusyError", "__version__",
 ]

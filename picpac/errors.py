@@ -31,11 +31,15 @@ class CorruptError(FormatError):
 
 
 class CorruptRecordError(CorruptError):
-    """One record's bytes are damaged; ``index`` says which record."""
+    """One record's bytes are damaged: ``index`` says which record, ``reason`` what is wrong."""
 
-    def __init__(self, message: str, index: int):
-        super().__init__(message)
-        self.index = index
+    def __init__(self, path: str, index: int, reason: str):
+        super().__init__(f"{path}: record {index} {reason}; run `picpac verify {path}` to list every "
+                         "damaged record")
+        self.path, self.index, self.reason = path, index, reason
+
+    def __reduce__(self):
+        return type(self), (self.path, self.index, self.reason)
 
 
 class WriterBusyError(PicPacError):

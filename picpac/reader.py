@@ -60,7 +60,7 @@ class Record:
 
 def _reopen(path: str, check: bool, seq: int, crc: int) -> Reader:
     reader = Reader(path, check=check)
-    if (reader._commit.seq, reader._commit.crc) != (seq, crc):
+    if (reader.header.current.seq, reader.header.current.crc) != (seq, crc):
         reader.close()
         raise PicPacError(f"{path}: the database changed after this Reader was sent to another process")
     return reader
@@ -109,7 +109,7 @@ class Reader:
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
                           "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
-        self._commit = state.current
+        self.header = state
         self._view = memoryview(self._mmap)
         self._size = size
         self._count = len(self.index)
@@ -152,11 +152,10 @@ class Reader:
         offset = self._offsets.item(i)
         size = self._sizes.item(i)
         if offset + size > self._size:
-            raise CorruptRecordError(f"{self.path}: record {i} lies past the end of the file", i)
+            raise CorruptRecordError(self.path, i, "lies past the end of the file")
         data = view[offset:offset + size]
         if check and crc32(data) != self._checksums.item(i):
-            raise CorruptRecordError(f"{self.path}: record {i} fails its checksum (damaged bytes); "
-                                     "run `picpac verify` to list every damaged record", i)
+            raise CorruptRecordError(self.path, i, "fails its checksum (damaged bytes)")
         return self._parse(i, data)
 
     def _parse(self, i: int, data: memoryview) -> Record:
@@ -173,10 +172,10 @@ class Reader:
                 fields[names[table[k]]] = data[pos:end]
                 pos = end
         except (struct.error, IndexError) as exc:
-            raise CorruptRecordError(f"{self.path}: record {i} has a damaged layout ({exc})", i) from None
+            raise CorruptRecordError(self.path, i, f"has a damaged layout ({exc})") from None
         if pos != len(data):
-            raise CorruptRecordError(f"{self.path}: record {i} has a damaged layout "
-                                     f"(fields end at {pos}, record size {len(data)})", i)
+            raise CorruptRecordError(self.path, i, f"has a damaged layout (fields end at {pos}, "
+                                     f"record size {len(data)})")
         group = self.groups.item(i)
         return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta)
 
@@ -202,7 +201,7 @@ class Reader:
         self.close()
 
     def __reduce__(self):
-        return _reopen, (self.path, self.check, self._commit.seq, self._commit.crc)
+        return _reopen, (self.path, self.check, self.header.current.seq, self.header.current.crc)
 
     def __repr__(self) -> str:
         return f"Reader({self.path!r}, records={self._count}, fields={self.fields})"

@@ -7,7 +7,7 @@ import json
 import numbers
 import os
 import platform
-import tempfile
+import secrets
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -87,8 +87,10 @@ class Writer:
 
     # -- opening ---------------------------------------------------------------------------
     def _create(self, directory: str) -> None:
-        fd, self._temp_path = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.",
-                                               suffix=".picpac-tmp", dir=directory)
+        self._temp_path = os.path.join(
+            directory, f".{os.path.basename(self.path)}.{os.getpid()}-{secrets.token_hex(4)}.picpac-tmp")
+        # os.open (unlike mkstemp's 0600) gives the database the permissions the umask allows
+        fd = os.open(self._temp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         self._file = os.fdopen(fd, "w+b")
         fcntl.flock(fd, fcntl.LOCK_EX)  # the lock stays with the file once it is renamed to path
         self._file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))

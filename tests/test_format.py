@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import pickle
 import struct
 import threading
 
@@ -85,6 +86,15 @@ def test_storage_is_original_bytes_plus_small_overhead(tmp_path):
     assert os.path.getsize(path) <= raw + 50 * 60 + HEADER_SIZE + 200
     blob = path.read_bytes()
     assert all(d in blob for d in data)
+
+
+def test_new_database_permissions_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        write_db(tmp_path / "db.picpac", 1)
+    finally:
+        os.umask(old)
+    assert (tmp_path / "db.picpac").stat().st_mode & 0o777 == 0o640
 
 
 def test_append_keeps_old_bytes_and_adds_records(tmp_path):
@@ -246,7 +256,9 @@ def test_damaged_record_is_named(tmp_path):
         assert bytes(r[2]["image"]) == payload(2)
         with pytest.raises(picpac.CorruptRecordError, match="record 3 fails its checksum") as info:
             r[3]
-        assert info.value.index == 3
+        assert (info.value.index, info.value.reason) == (3, "fails its checksum (damaged bytes)")
+        copy = pickle.loads(pickle.dumps(info.value))  # errors cross process boundaries intact
+        assert (type(copy), str(copy), copy.index) == (picpac.CorruptRecordError, str(info.value), 3)
         with picpac.Reader(path, check=False) as unchecked:
             assert bytes(unchecked[3]["image"]) != payload(3)  # without checks the bytes come back as stored
 
@@ -294,8 +306,6 @@ def test_threads_share_one_reader(tmp_path):
 
 
 def test_pickled_reader_reopens_same_commit(tmp_path):
-    import pickle
-
     path = tmp_path / "db.picpac"
     write_db(path, 5)
     with picpac.Reader(path) as r:

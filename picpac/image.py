@@ -1,0 +1,71 @@
+"""The image layer: decode, measure, shrink and re-encode images with OpenCV."""
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+
+from .errors import PicPacValueError
+
+# Extensions cv2.imencode writes; anything else is re-encoded as PNG.
+_ENCODABLE = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
+_LOSSY = frozenset({".jpg", ".jpeg", ".webp"})
+_QUALITY = 95
+_QUALITY_PARAMS = {".jpg": [cv2.IMWRITE_JPEG_QUALITY, _QUALITY], ".jpeg": [cv2.IMWRITE_JPEG_QUALITY, _QUALITY],
+                   ".webp": [cv2.IMWRITE_WEBP_QUALITY, _QUALITY]}
+
+
+# JPEG has no alpha, so decoding it with orientation applied loses nothing; other formats keep alpha.
+_JPEG_AS_SHOWN = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
+
+
+def decode(data: Any, flags: int | None = None) -> np.ndarray | None:
+    """Decode encoded image bytes (any bytes-like object, not copied); None if they are no image.
+
+    By default the image comes out as viewers show it: a JPEG's EXIF orientation is applied
+    (as OpenCV's IMREAD_COLOR does), other formats keep their channels, alpha and bit depth.
+    """
+    buf = np.frombuffer(data, np.uint8)
+    if buf.size == 0:
+        return None
+    if flags is None:
+        flags = _JPEG_AS_SHOWN if buf[:2].tobytes() == b"\xff\xd8" else cv2.IMREAD_UNCHANGED
+    try:
+        return cv2.imdecode(buf, flags)
+    except cv2.error:
+        return None
+
+
+def shape_of(img: np.ndarray) -> tuple[int, int, int]:
+    """(width, height, channels) of a decoded image."""
+    height, width = img.shape[:2]
+    return width, height, 1 if img.ndim == 2 else img.shape[2]
+
+
+def shrink(img: np.ndarray, max_size: int, *, nearest: bool = False) -> np.ndarray | None:
+    """``img`` resized so that its longer side is ``max_size``, or None when it already fits.
+
+    ``nearest`` resizes by nearest neighbour, which keeps the values of label masks; otherwise
+    INTER_AREA averages (the right filter for shrinking photographs).
+    """
+    width, height, _ = shape_of(img)
+    longer = max(width, height)
+    if longer <= max_size:
+        return None
+    size = (max(1, round(width * max_size / longer)), max(1, round(height * max_size / longer)))
+    return cv2.resize(img, size, interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_AREA)
+
+
+def encode(img: np.ndarray, ext: str, *, lossless: bool = False) -> bytes:
+    """Encode ``img`` in the format of file extension ``ext`` (JPEG/WebP at quality 95).
+
+    ``lossless`` (for masks) and extensions OpenCV cannot write give PNG instead.
+    """
+    ext = ext.lower()
+    if ext not in _ENCODABLE or (lossless and ext in _LOSSY):
+        ext = ".png"
+    ok, buf = cv2.imencode(ext, img, _QUALITY_PARAMS.get(ext, []))
+    if not ok:
+        raise PicPacValueError(f"OpenCV could not encode a {img.dtype} image of shape {img.shape} as {ext}")
+    return buf.tobytes()
