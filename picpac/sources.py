@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .errors import MissingPathError, SourceError
+from .format import NO_GROUP
 
 FORMATS = ("auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv")
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -258,6 +259,9 @@ def _group(text: str, where: str) -> int | None:
     if not text:
         return None
     try:
-        return int(text)
+        group = int(text)
     except ValueError:
         raise SourceError(f"{where}: group {text!r} is not an integer; groups are integer ids") from None
+    if not NO_GROUP < group < 2**63:
+        raise SourceError(f"{where}: group {group} is outside the int64 range picpac stores")
+    return group

@@ -358,6 +358,7 @@ def test_malformed_list_names_file_and_line(tmp_path, content, fmt, message):
     ("file,label\na.png,1\n", r"data.csv:1: the CSV header has no 'path' column \(header: file, label\)"),
     ("path,label\na.png,1\nb.png,\n", r"data.csv:3: empty label"),
     ("path,group\na.png,x\n", r"data.csv:2: group 'x' is not an integer"),
+    ("path,group\na.png,1\nb.png,9223372036854775808\n", r"data.csv:3: group 9223372036854775808 is outside"),
     ("", r"data.csv: empty CSV"),
 ])
 def test_malformed_csv_names_file_and_line(tmp_path, content, message):
