@@ -178,8 +178,7 @@ class Writer:
                 crc = crc32(view, crc)
                 write(view)
         except BaseException:
-            self._file.seek(self._end)  # drop the partial record so later offsets stay right
-            self._file.truncate()
+            self._rewind()
             raise
         size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
         self._grow(self._count + 1)
@@ -225,6 +224,11 @@ class Writer:
             bigger[: self._count] = self._index[: self._count]
             self._index = bigger
 
+    def _rewind(self) -> None:
+        """Drop bytes written past the last complete record, so later offsets stay right."""
+        self._file.seek(self._end)
+        self._file.truncate()
+
     def _check_open(self) -> None:
         if self._file is None:
             raise PicPacError(f"{self.path}: the Writer is closed")
@@ -236,15 +240,20 @@ class Writer:
         meta = json.dumps(self._metadata, separators=(",", ":")).encode()
         index_offset = index_offset_after(self._end + len(meta))
         region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
-        self._file.write(region)
-        self._slot ^= 1
-        self._commit = Commit(self._commit.seq + 1, self._end, len(meta), index_offset, self._count, crc32(region))
-        self._file.flush()
-        self._fsync()
-        # The slot is written only after the region it points to is on disk.
-        os.pwrite(self._file.fileno(), self._commit.pack(), SLOT_OFFSETS[self._slot])
-        self._fsync()
+        try:
+            self._file.write(region)
+            self._file.flush()
+            self._fsync()
+        except BaseException:
+            self._rewind()
+            raise
+        commit = Commit(self._commit.seq + 1, self._end, len(meta), index_offset, self._count, crc32(region))
+        # The slot is written only after the region it points to is on disk; the other slot keeps
+        # describing the previous state until this one is complete.
+        os.pwrite(self._file.fileno(), commit.pack(), SLOT_OFFSETS[self._slot ^ 1])
+        self._commit, self._slot = commit, self._slot ^ 1
         self._end += len(region)
+        self._fsync()
         if self._temp_path is not None:
             os.replace(self._temp_path, self.path)
             self._temp_path = None

@@ -112,3 +112,42 @@ def test_sigkill_while_replacing_keeps_the_old_database(tmp_path):
         proc = run_child(path, "create", 0, NEW_RECORDS, 0)  # no intermediate commit: one rename at close
         kill_at_random(proc, rng)
         assert committed_records(path) in (BASE_RECORDS, NEW_RECORDS)
+
+
+FULL_DISK_CHILD = textwrap.dedent(
+    """
+    import resource, signal, sys
+    sys.path.insert(0, {tests!r})
+    import picpac
+    from conftest import payload
+
+    path, mode = sys.argv[1], sys.argv[2]
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead
+    resource.setrlimit(resource.RLIMIT_FSIZE, (60_000, 60_000))
+    try:
+        with picpac.Writer(path, append=(mode == "append")) as w:
+            for i in range(1000):
+                w.append(image=payload(i, 3000), label=i)
+                if i % 4 == 3:
+                    w.commit()
+    except OSError as exc:
+        print("failed", exc.errno, flush=True)
+    """
+).format(tests=os.path.dirname(os.path.abspath(__file__)))
+
+
+@pytest.mark.parametrize("mode", ["create", "append"])
+def test_disk_full_leaves_a_committed_state(tmp_path, mode):
+    path = tmp_path / "db.picpac"
+    if mode == "append":
+        with picpac.Writer(path) as w:
+            w.append(image=b"old", label=-1)
+    out = subprocess.run([sys.executable, "-c", FULL_DISK_CHILD, str(path), mode], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0 and out.stdout.startswith("failed 27"), out.stderr  # EFBIG
+    with picpac.Reader(path) as r:
+        first = 1 if mode == "append" else 0
+        assert len(r) > first and (len(r) - first) % 4 == 0  # exactly the records of the last commit
+        for i in range(first, len(r)):
+            assert bytes(r.read(i, check=True)["image"]) == payload(i - first, 3000)
+    assert sorted(os.listdir(tmp_path)) == ["db.picpac"]  # no temp file left behind
