@@ -2,14 +2,15 @@
 __version__ = "0.1.0"
 
 from .errors import (CorruptError, CorruptRecordError, FormatError, ImportFailedError, MissingPathError,
-                     PicPacError, PicPacTypeError, PicPacValueError, SourceError, VersionError,
+                     PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError, VersionError,
                      WriterBusyError)
 from .format import NO_GROUP
 from .reader import Reader, Record
+from .stream import ImageStream
 from .writer import Writer
 
 __all__ = [
     "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SourceError", "VersionError", "Writer",
+    "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "Writer",
     "WriterBusyError", "__version__",
 ]

@@ -42,6 +42,17 @@ class CorruptRecordError(CorruptError):
         return type(self), (self.path, self.index, self.reason)
 
 
+class SampleError(PicPacError):
+    """One sample of a stream cannot be produced (e.g. its image does not decode)."""
+
+    def __init__(self, path: str, index: int, reason: str):
+        super().__init__(f"{path}: record {index} {reason}")
+        self.path, self.index, self.reason = path, index, reason
+
+    def __reduce__(self):
+        return type(self), (self.path, self.index, self.reason)
+
+
 class WriterBusyError(PicPacError):
     """Another Writer holds the database open for appending."""
 

@@ -69,3 +69,14 @@ def encode(img: np.ndarray, ext: str, *, lossless: bool = False) -> bytes:
     if not ok:
         raise PicPacValueError(f"OpenCV could not encode a {img.dtype} image of shape {img.shape} as {ext}")
     return buf.tobytes()
+
+
+_CHANNEL_FLAGS = {1: cv2.IMREAD_GRAYSCALE, 3: cv2.IMREAD_COLOR}
+
+
+def decode_channels(data: Any, channels: int, rgb: bool) -> np.ndarray | None:
+    """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A)."""
+    img = decode(data, _CHANNEL_FLAGS.get(channels))
+    if rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
+        img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
+    return img

@@ -4,13 +4,9 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import closing
 from dataclasses import dataclass
 from functools import partial
-from itertools import islice
 from typing import Any
 
 import numpy as np
@@ -19,6 +15,7 @@ from tqdm import tqdm
 from . import image
 from .errors import ImportFailedError, PicPacValueError, SourceError
 from .sources import SourceItem, scan
+from .flow import ordered_map
 from .writer import Writer
 
 _WINDOW_PER_THREAD = 4
@@ -92,8 +89,10 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     source_bytes = 0
     with (Writer(db, metadata=metadata) as writer,
           tqdm(total=len(listing.items), unit="img", disable=None if progress is None else not progress) as bar,
-          closing(_in_order(load, listing.items, threads)) as results):
-        for item, outcome in results:
+          closing(ordered_map(load, listing.items, threads, _WINDOW_PER_THREAD * threads,
+                              name="picpac-import")) as results):
+        for item, result in results:
+            outcome = result.get()
             bar.update()
             if isinstance(outcome, str):
                 entry = (_shown(item.path, listing.root), f"{outcome} ({item.line})" if item.line else outcome)
@@ -123,22 +122,6 @@ def _check_target(db: str, overwrite: bool) -> None:
         raise PicPacValueError(f"{db}: is a directory; name the database file to create, e.g. {db}/data.picpac")
     if os.path.exists(db) and not overwrite:
         raise PicPacValueError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
-
-
-def _in_order(work: Callable[[SourceItem], Any], items: Iterable[SourceItem],
-              threads: int) -> Iterator[tuple[SourceItem, Any]]:
-    """``(item, work(item))`` in source order, run on ``threads`` threads with a bounded window."""
-    pool = ThreadPoolExecutor(threads, thread_name_prefix="picpac-import")
-    todo = iter(items)
-    try:
-        window = deque((item, pool.submit(work, item)) for item in islice(todo, _WINDOW_PER_THREAD * threads))
-        while window:
-            item, future = window.popleft()
-            outcome = future.result()
-            window.extend((nxt, pool.submit(work, nxt)) for nxt in islice(todo, 1))
-            yield item, outcome
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from .errors import CorruptRecordError, PicPacError, PicPacValueError
+from .errors import CorruptRecordError, PicPacValueError
 from . import image
 from .format import HEADER_SIZE
 from .reader import Reader

@@ -9,7 +9,10 @@ RANK = {
     "__init__": 9, "errors": 0,
     "format": 1, "writer": 1, "reader": 1,
     "sources": 2,
-    "image": 4,
+    "sampling": 3,
+    "image": 4, "transforms": 4,
+    "flow": 5,
+    "config": 6, "stream": 6,
     "ingest": 8, "info": 8, "verify": 8, "demo": 8, "cli": 8,
 }
 HEAVY = {"torch", "tensorflow", "jax", "ray"}

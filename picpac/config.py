@@ -1,0 +1,180 @@
+"""ImageStream's configuration: PicPac's key names, types, defaults and checks (docs/stream.md)."""
+from __future__ import annotations
+
+import difflib
+import numbers
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from .errors import PicPacTypeError, PicPacValueError
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key: its default and a check that returns the normalised value or raises."""
+
+    default: Any
+    check: Callable[[str, Any], Any]
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, numbers.Integral)) and value in (0, 1):
+        return bool(value)
+    raise PicPacTypeError(f"config key {name!r} must be True or False, got {value!r}")
+
+
+def _int(low: int | None = None, high: int | None = None) -> Callable[[str, Any], int]:
+    def check(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise PicPacTypeError(f"config key {name!r} must be an int, got {value!r}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise PicPacValueError(f"config key {name!r} must be {span}, got {value}")
+        return int(value)
+    return check
+
+
+def _float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PicPacTypeError(f"config key {name!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _choice(*options: Any) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        for option in options:
+            if value == option or (isinstance(value, str) and isinstance(option, str)
+                                   and value.upper() == option.upper()):
+                return option
+        raise PicPacValueError(f"config key {name!r} must be one of {', '.join(map(repr, options))}, "
+                               f"got {value!r}")
+    return check
+
+
+def _path_or_none(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise PicPacTypeError(f"config key {name!r} must be a path, got {value!r}")
+    return os.fspath(value)
+
+
+def _channel_values(name: str, value: Any) -> tuple[float, ...] | None:
+    """None, one number for every channel, or one number per channel."""
+    if value is None:
+        return None
+    values = [value] if isinstance(value, numbers.Real) and not isinstance(value, bool) else value
+    try:
+        result = tuple(_float(name, v) for v in values)
+    except TypeError:
+        raise PicPacTypeError(f"config key {name!r} must be a number or a list of numbers, got {value!r}") from None
+    if not result:
+        raise PicPacValueError(f"config key {name!r} is an empty list")
+    if name == "std" and 0.0 in result:
+        raise PicPacValueError(f"config key 'std' must not contain 0, got {value!r}")
+    return result
+
+
+def _transforms(name: str, value: Any) -> tuple:
+    if value is None:
+        return ()
+    if callable(value):
+        value = [value]
+    try:
+        result = tuple(value)
+    except TypeError:
+        raise PicPacTypeError(f"config key {name!r} must be a list of callables (sample, rng) -> sample") from None
+    for t in result:
+        if not callable(t):
+            raise PicPacTypeError(f"config key {name!r}: {t!r} is not callable; a transform is a function "
+                                  "(sample, rng) -> sample")
+    return result
+
+
+KEYS: dict[str, Key] = {
+    # order and passes
+    "seed": Key(2016, _int(0, 2**63 - 1)),
+    "loop": Key(True, _bool),
+    "shuffle": Key(True, _bool),
+    "reshuffle": Key(True, _bool),
+    "batch": Key(1, _int(1)),
+    "pad": Key(False, _bool),
+    "preload": Key(None, _int(1)),
+    "threads": Key(None, _int(1)),
+    "cache": Key(False, _bool),
+    "skip_errors": Key(False, _bool),
+    # splits and mixing
+    "split": Key(1, _int(1)),
+    "split_fold": Key(0, _int(0)),
+    "split_negate": Key(False, _bool),
+    "stratify": Key(False, _bool),
+    "oversample": Key(False, _bool),
+    "mixin": Key(None, _path_or_none),
+    "mixin_group_reset": Key(-1.0, _float),
+    "mixin_group_delta": Key(0.0, _float),
+    "mixin_max": Key(0, _int(0)),
+    # decoding and geometry
+    "channels": Key(3, _choice(1, 3, -1)),
+    "resize_width": Key(0, _int(0)),
+    "resize_height": Key(0, _int(0)),
+    "min_size": Key(0, _int(0)),
+    "max_size": Key(0, _int(0)),
+    "crop_width": Key(0, _int(0)),
+    "crop_height": Key(0, _int(0)),
+    "round_div": Key(0, _int(0)),
+    "round_mod": Key(0, _int(0)),
+    "perturb": Key(False, _bool),
+    "transforms": Key((), _transforms),
+    # output
+    "order": Key("NCHW", _choice("NCHW", "NHWC")),
+    "dtype": Key("float32", _choice("float32", "uint8")),
+    "colorspace": Key("RGB", _choice("RGB", "BGR")),
+    "mean": Key(None, _channel_values),
+    "std": Key(None, _channel_values),
+    "onehot": Key(0, _int(0)),
+}
+
+LEGACY = {
+    "bgr2rgb": lambda v: {"colorspace": "RGB" if _bool("bgr2rgb", v) else "BGR"},
+    "channel_first": lambda v: {"order": "NCHW" if _bool("channel_first", v) else "NHWC"},
+}
+"""PicPac's older keys, each turned into the key that replaced it."""
+
+
+def parse(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every key with its checked value (defaults filled in); unknown keys raise, naming the closest one."""
+    given = dict(config)
+    for old, translate in LEGACY.items():
+        if old in given:
+            new = translate(given.pop(old))
+            clash = set(new) & set(given)
+            if clash:
+                raise PicPacValueError(f"config keys {old!r} and {clash.pop()!r} both given; use only the latter")
+            given.update(new)
+    unknown = [name for name in given if name not in KEYS]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; see docs/stream.md for the keys"
+        raise PicPacValueError(f"unknown config key {name!r}{hint}")
+    values = {name: key.default for name, key in KEYS.items()}
+    for name, value in given.items():
+        values[name] = KEYS[name].check(name, value)
+    _check_together(values)
+    return values
+
+
+def _check_together(c: dict[str, Any]) -> None:
+    if c["split_fold"] >= c["split"] > 1:
+        raise PicPacValueError(f"config key 'split_fold' must be < split={c['split']}, got {c['split_fold']}")
+    if c["round_div"] and not 0 <= c["round_mod"] < c["round_div"]:
+        raise PicPacValueError(f"config key 'round_mod' must be in [0, round_div={c['round_div']}), "
+                               f"got {c['round_mod']}")
+    if c["round_mod"] and not c["round_div"]:
+        raise PicPacValueError("config key 'round_mod' needs 'round_div' > 0")
+    if c["dtype"] == "uint8" and (c["mean"] or c["std"]):
+        raise PicPacValueError("config keys 'mean'/'std' need dtype='float32' (normalised values are not uint8)")
+    if c["max_size"] and c["min_size"] > c["max_size"]:
+        raise PicPacValueError(f"config key 'min_size' ({c['min_size']}) exceeds 'max_size' ({c['max_size']})")

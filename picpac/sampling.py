@@ -1,0 +1,236 @@
+"""Sampling for streams: K-fold assignment, fold selection, and the order in which a pool is read.
+
+Everything here is a pure, deterministic function of its inputs: no global RNG state is read or
+changed. Every random draw comes from ``np.random.default_rng(np.random.SeedSequence([seed,
+PURPOSE, ...]))`` so fold assignment, per-epoch order and per-class order are independent streams
+derived from one user seed.
+"""
+from __future__ import annotations
+
+import heapq
+import operator
+from typing import Iterator
+
+import numpy as np
+
+from .errors import PicPacTypeError, PicPacValueError
+from .format import NO_GROUP
+
+__all__ = ["Sampler", "assign_folds", "select"]
+
+# Purpose words mixed into every SeedSequence (ASCII tags, so streams never collide).
+_FOLDS = 0x666F6C64   # "fold": permutation of units before fold assignment
+_ORDER = 0x6F726472   # "ordr": per-epoch permutation of a pool
+_CLASS = 0x636C7373   # "clss": per-class, per-cycle permutation when oversampling
+
+
+def _int(value: object, name: str, minimum: int | None = None) -> int:
+    """``value`` as a Python int (bools refused), at least ``minimum`` when given."""
+    if isinstance(value, (bool, np.bool_)):
+        raise PicPacTypeError(f"{name} must be an int, got {value!r}")
+    try:
+        out = operator.index(value)
+    except TypeError:
+        raise PicPacTypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if minimum is not None and out < minimum:
+        raise PicPacValueError(f"{name} must be >= {minimum}, got {out}")
+    return out
+
+
+def _rng(seed: int, *words: int) -> np.random.Generator:
+    return np.random.default_rng(np.random.SeedSequence([seed, *words]))
+
+
+def _labels(labels: np.ndarray) -> np.ndarray:
+    out = np.asarray(labels, dtype=np.float64)
+    if out.ndim != 1:
+        raise PicPacValueError(f"labels must be one-dimensional, got shape {out.shape}")
+    return out
+
+
+def class_codes(labels: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
+    """Sorted distinct labels and each record's index into them; labels must be integral.
+
+    ``what`` names the option that needs classes (e.g. ``"stratify"``) for the error message.
+    """
+    labels = _labels(labels)
+    bad = ~np.isfinite(labels) | (labels != np.round(labels))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise PicPacValueError(f"{what} needs integral class labels, but record {i} has label "
+                               f"{labels[i]!r} ({int(bad.sum())} non-integral label(s) in all)")
+    classes, codes = np.unique(labels, return_inverse=True)
+    return classes, codes.reshape(-1).astype(np.int64)
+
+
+def assign_folds(labels: np.ndarray, groups: np.ndarray, k: int, seed: int, *,
+                 shuffle: bool = True, stratify: bool = False) -> np.ndarray:
+    """Fold id (int32, 0..k-1) of every record; records sharing a group never straddle folds.
+
+    Units (a group, or one ungrouped record) are ordered by a seeded permutation if ``shuffle``,
+    else by first record. Without ``stratify`` each unit goes to the fold with the fewest records
+    (ties: lowest id), i.e. round robin when there are no groups. With ``stratify`` units are dealt
+    round robin, class by class (a unit's class: its most common label, ties to the smallest),
+    the deal continuing across classes.
+    """
+    k = _int(k, "k (number of folds)", 1)
+    seed = _int(seed, "seed", 0)
+    labels = _labels(labels)
+    groups = np.asarray(groups)
+    if groups.ndim != 1 or len(groups) != len(labels):
+        raise PicPacValueError(f"labels and groups must be one-dimensional and of equal length, got "
+                               f"shapes {labels.shape} and {groups.shape}")
+    if stratify:
+        _, codes = class_codes(labels, "stratify")
+    n = len(labels)
+    if k == 1 or n == 0:
+        return np.zeros(n, dtype=np.int32)
+
+    # Units, numbered in ascending order of their first record.
+    idx = np.arange(n, dtype=np.int64)
+    key = idx.copy()
+    grouped = groups != NO_GROUP
+    if grouped.any():
+        _, first, inverse = np.unique(groups[grouped], return_index=True, return_inverse=True)
+        key[grouped] = idx[grouped][first][inverse.reshape(-1)]
+    firsts, unit_of = np.unique(key, return_inverse=True)
+    unit_of = unit_of.reshape(-1)
+    n_units = len(firsts)
+    sizes = np.bincount(unit_of, minlength=n_units)
+
+    order = _rng(seed, _FOLDS).permutation(n_units) if shuffle else np.arange(n_units)
+    unit_fold = np.empty(n_units, dtype=np.int32)
+    if stratify:
+        if n_units == n:
+            unit_class = codes[firsts]
+        else:
+            n_classes = int(codes.max()) + 1
+            pairs, counts = np.unique(unit_of * n_classes + codes, return_counts=True)
+            u, c = pairs // n_classes, pairs % n_classes
+            rank = np.lexsort((c, -counts, u))      # by unit, then most common, then smallest
+            u, c = u[rank], c[rank]
+            head = np.r_[True, u[1:] != u[:-1]]
+            unit_class = np.empty(n_units, dtype=np.int64)
+            unit_class[u[head]] = c[head]
+        dealt = order[np.argsort(unit_class[order], kind="stable")]
+        unit_fold[dealt] = np.arange(n_units) % k
+    elif (sizes == 1).all():
+        unit_fold[order] = np.arange(n_units) % k
+    else:
+        heap = [(0, f) for f in range(k)]           # (records so far, fold id)
+        for u, size in zip(order.tolist(), sizes[order].tolist()):
+            total, f = heap[0]
+            unit_fold[u] = f
+            heapq.heapreplace(heap, (total + size, f))
+    return unit_fold[unit_of]
+
+
+def select(folds: np.ndarray, k: int, fold: int, negate: bool) -> np.ndarray:
+    """Ascending record indices of one split (PicPac semantics).
+
+    ``negate=False`` (training) keeps every record not in ``fold``; ``negate=True`` (validation)
+    keeps only ``fold``. With ``k == 1`` every record is kept.
+    """
+    k = _int(k, "split (number of folds)", 1)
+    fold = _int(fold, "split_fold")
+    if not 0 <= fold < k:
+        raise PicPacValueError(f"split_fold must be in 0..{k - 1} for split={k}, got {fold}")
+    folds = np.asarray(folds)
+    if k == 1:
+        return np.arange(len(folds), dtype=np.int64)
+    mask = folds == fold if negate else folds != fold
+    return np.flatnonzero(mask).astype(np.int64, copy=False)
+
+
+class Sampler:
+    """The order in which one stream reads its pool of ``n`` samples (positions ``0..n-1``).
+
+    Plain: pass ``epoch`` is the identity, or (``shuffle``) a permutation keyed by the seed and
+    the epoch (``reshuffle``) or 0. ``oversample``: class-balanced round robin; each class is read
+    in its own order (members permuted per cycle when ``shuffle``), so small classes repeat.
+    """
+
+    def __init__(self, labels: np.ndarray, seed: int, *, shuffle: bool, reshuffle: bool,
+                 oversample: bool):
+        labels = _labels(labels)
+        self._n = len(labels)
+        if self._n == 0:
+            raise PicPacValueError("the stream has no samples to read (empty pool: check the split "
+                                   "settings and the database)")
+        self._seed = _int(seed, "seed", 0)
+        self._shuffle, self._reshuffle, self._oversample = bool(shuffle), bool(reshuffle), bool(oversample)
+        self._pass: tuple[int, np.ndarray] | None = None     # (key, order) of the last pass
+        if self._oversample:
+            _, codes = class_codes(labels, "oversample")
+            self._members = [np.flatnonzero(codes == c) for c in range(int(codes.max()) + 1)]
+            self._class_cache: list[tuple[int, list[int]] | None] = [None] * len(self._members)
+
+    def __len__(self) -> int:
+        return self._n
+
+    @property
+    def n_classes(self) -> int:
+        """Number of classes in the oversampling rotation (1 when not oversampling)."""
+        return len(self._members) if self._oversample else 1
+
+    def _key(self, epoch: int) -> int:
+        return epoch if self._reshuffle else 0
+
+    def class_order(self, c: int, cycle: int) -> np.ndarray:
+        """Positions of class index ``c`` (in sorted label order) for its cycle ``cycle``."""
+        members = self._members[c]
+        if not self._shuffle:
+            return members.copy()
+        return _rng(self._seed, _CLASS, c, self._key(cycle)).permutation(members)
+
+    def pass_order(self, epoch: int) -> np.ndarray:
+        """A permutation of ``0..n-1``: the order of one pass over the pool."""
+        epoch = _int(epoch, "epoch", 0)
+        key = self._key(epoch)
+        if self._pass is None or self._pass[0] != key:
+            self._pass = (key, self._compute_pass(key))
+        return self._pass[1].copy()
+
+    def _compute_pass(self, key: int) -> np.ndarray:
+        if self._oversample:
+            # Round robin: the i-th member of class c sorts by (i, c); exhausted classes drop out.
+            orders = [self.class_order(c, key) for c in range(len(self._members))]
+            rank = np.concatenate([np.arange(len(o), dtype=np.int64) * len(orders) + c
+                                   for c, o in enumerate(orders)])
+            return np.concatenate(orders)[np.argsort(rank, kind="stable")]
+        if not self._shuffle:
+            return np.arange(self._n, dtype=np.int64)
+        return _rng(self._seed, _ORDER, key).permutation(self._n)
+
+    def at(self, start: int = 0) -> Iterator[tuple[int, int]]:
+        """Endless ``(position, epoch)`` pairs from stream position ``start`` on.
+
+        Plain: position ``p`` is item ``p % n`` of pass ``p // n``. Oversample: ``p`` reads class
+        ``p % C``; its ``j = p // C``-th draw is item ``j % n_c`` of that class's cycle
+        ``j // n_c``, and the epoch reported is that cycle.
+        """
+        start = _int(start, "start", 0)
+        return self._endless_classes(start) if self._oversample else self._endless(start)
+
+    def _endless(self, p: int) -> Iterator[tuple[int, int]]:
+        n = self._n
+        epoch, i = divmod(p, n)
+        while True:
+            order = self.pass_order(epoch).tolist()
+            for i in range(i, n):
+                yield order[i], epoch
+            epoch, i = epoch + 1, 0
+
+    def _endless_classes(self, p: int) -> Iterator[tuple[int, int]]:
+        n_classes = len(self._members)
+        sizes = [len(m) for m in self._members]
+        cache = self._class_cache
+        while True:
+            j, c = divmod(p, n_classes)
+            cycle, i = divmod(j, sizes[c])
+            key = self._key(cycle)
+            hit = cache[c]
+            if hit is None or hit[0] != key:
+                hit = cache[c] = (key, self.class_order(c, cycle).tolist())
+            yield hit[1][i], cycle
+            p += 1

@@ -1,0 +1,341 @@
+"""ImageStream: PicPac-compatible batches of decoded, transformed images from a picpac file."""
+from __future__ import annotations
+
+import math
+import os
+import weakref
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from .config import parse
+from .errors import PicPacError, PicPacTypeError, PicPacValueError, SampleError
+from .flow import ordered_map
+from .image import decode_channels
+from .reader import Reader
+from .sampling import Sampler, assign_folds, select
+from .transforms import Crop, LimitSize, Resize, RoundSize, Sample, convert
+
+Batch = tuple[np.ndarray, np.ndarray, int]
+SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
+
+
+class LazyRng:
+    """The sample's ``numpy.random.Generator``, made on first use (deterministic steps never pay for it)."""
+
+    __slots__ = ("_key", "_rng")
+
+    def __init__(self, seed: int, epoch: int, source: int, record: int):
+        self._key, self._rng = (seed, epoch, source, record), None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = sample_rng(*self._key)
+        return getattr(self._rng, name)
+
+
+def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
+    """The RNG of one sample: a Philox stream keyed by (seed, source) at counter (record, epoch).
+
+    Counter-based, so it depends on nothing but these numbers: not on thread timing or order.
+    """
+    return np.random.Generator(np.random.Philox(counter=[0, 0, record, epoch], key=[seed, source]))
+
+
+class _Pipeline:
+    """Everything a stream's batches need: the pool, the sampler, the per-sample work, the counters.
+
+    Batches reference this object, not the ImageStream, so dropping the stream stops them.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: dict[str, Any]):
+        self._readers: list[Reader] = []
+        c = self.config = config
+        self.threads = c["threads"] or os.cpu_count() or 1
+        self.preload = c["preload"] or max(16 * self.threads, c["batch"])
+        # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
+        self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
+        self._readers.append(Reader(path))
+        try:
+            self._build_pool()
+        except BaseException:
+            self.close()
+            raise
+        self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
+                                oversample=c["oversample"])
+        self._fixed, self._random = self._build_transforms()
+        self._channel_first = c["order"] == "NCHW"
+        self._dtype = np.dtype(c["dtype"])
+        self._mean = None if c["mean"] is None else np.float32(c["mean"])
+        self._std = None if c["std"] is None else np.float32(c["std"])
+        self._cache: dict[tuple[int, int], np.ndarray] | None = {} if c["cache"] else None
+        self.position = 0  # samples of the endless stream consumed so far (loop=True)
+        self.passes = 0  # passes started (loop=False)
+        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": []}
+
+    # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
+    def _build_pool(self) -> None:
+        c = self.config
+        main = self._readers[0]
+        folds = assign_folds(main.labels, main.groups, c["split"], c["seed"], shuffle=c["shuffle"],
+                             stratify=c["stratify"])
+        records = select(folds, c["split"], c["split_fold"], c["split_negate"])
+        sources = np.zeros(len(records), np.int64)
+        labels = main.labels[records]
+        if c["mixin"] is not None:
+            mixin = Reader(c["mixin"])
+            self._readers.append(mixin)
+            count = min(len(mixin), c["mixin_max"]) if c["mixin_max"] else len(mixin)
+            extra = np.arange(count)
+            mixed = mixin.labels[:count]
+            mixed = np.full(count, c["mixin_group_reset"]) if c["mixin_group_reset"] >= 0 else mixed + c["mixin_group_delta"]
+            records = np.concatenate([records, extra])
+            sources = np.concatenate([sources, np.ones(count, np.int64)])
+            labels = np.concatenate([labels, mixed])
+        if not len(records):
+            raise PicPacValueError(f"{main.path}: the stream has no samples (split={c['split']}, "
+                                   f"split_fold={c['split_fold']}, split_negate={c['split_negate']})")
+        self._records, self._sources, self._labels = records, sources, labels
+
+    def _build_transforms(self) -> tuple[list, list]:
+        """Deterministic steps (cached with cache=True) and the steps after them."""
+        c = self.config
+        fixed: list = []
+        if c["min_size"] or c["max_size"]:
+            fixed.append(LimitSize(c["min_size"], c["max_size"]))
+        if c["resize_width"] or c["resize_height"]:
+            fixed.append(Resize(c["resize_width"], c["resize_height"]))
+        later: list = []
+        if c["crop_width"] or c["crop_height"]:
+            later.append(Crop(c["crop_width"], c["crop_height"], random=c["perturb"]))
+        if c["round_div"]:
+            later.append(RoundSize(c["round_div"], c["round_mod"], random=c["perturb"]))
+        return fixed, later + list(c["transforms"])
+
+    # -- one sample (on a worker thread) ---------------------------------------------------------
+    def _load(self, key: tuple[int, int]) -> np.ndarray:
+        position, epoch = key
+        source, record = int(self._sources[position]), int(self._records[position])
+        rng = LazyRng(self.config["seed"], epoch, source, record)
+        cached = None if self._cache is None else self._cache.get((source, record))
+        if cached is None:
+            sample = Sample(self._decode(source, record), float(self._labels[position]), record)
+            for step in self._fixed:
+                sample = step(sample, rng)
+            if self._cache is not None:
+                self._cache[source, record] = sample.image
+        else:
+            sample = Sample(cached, float(self._labels[position]), record)
+        for step in self._random:
+            try:
+                sample = step(sample, rng)
+            except PicPacError:
+                raise
+            except Exception as exc:
+                exc.add_note(f"in transform {step!r} on record {record} of {self._readers[source].path}")
+                raise
+        return convert(sample.image, self._channel_first, self._dtype, self._mean, self._std)
+
+    def _decode(self, source: int, record: int) -> np.ndarray:
+        reader = self._readers[source]
+        rec = reader[record]
+        if "image" not in rec:
+            raise SampleError(reader.path, record, f"has no 'image' field (its fields: {list(rec.fields)})")
+        image = decode_channels(rec["image"], self.config["channels"], self.config["colorspace"] == "RGB")
+        if image is None:
+            where = rec.meta.get("path") if isinstance(rec.meta, dict) else None
+            raise SampleError(reader.path, record, f"cannot decode its image{f' ({where})' if where else ''}")
+        return image
+
+    # -- batches ---------------------------------------------------------------------------------
+    def batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
+        """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
+        batch = self.config["batch"]
+        images: list[np.ndarray] = []
+        positions: list[int] = []
+        taken = padding = 0
+        work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
+                           name="picpac-stream")
+        try:
+            for index, ((position, _), outcome) in enumerate(work):
+                taken += 1
+                try:
+                    images.append(outcome.get())
+                except PicPacError as exc:
+                    if not self.config["skip_errors"]:
+                        raise
+                    self._skip(exc)
+                    continue
+                positions.append(position)
+                padding += real is not None and index >= real
+                if len(images) == batch:
+                    out = self._assemble(images, positions, padding)
+                    self._advance(taken)
+                    images, positions, taken, padding = [], [], 0, 0
+                    yield out
+            if images:
+                out = self._assemble(images, positions, padding)
+                self._advance(taken)
+                yield out
+        finally:
+            work.close()
+
+    def _skip(self, exc: PicPacError) -> None:
+        self.stats["skipped"] += 1
+        if len(self.stats["skipped_records"]) < 100:
+            self.stats["skipped_records"].append(str(exc))
+
+    def _advance(self, taken: int) -> None:
+        if self.config["loop"]:
+            self.position += taken
+
+    def _assemble(self, images: list[np.ndarray], positions: list[int], pad: int) -> Batch:
+        shapes = {image.shape for image in images}
+        if len(shapes) > 1:
+            raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
+                                   f"batch; set {SHAPE_KEYS} to make them equal")
+        labels = self._labels[positions].astype(np.float32)
+        if self.config["onehot"]:
+            labels = self._onehot(labels, positions)
+        self.stats["samples"] += len(images)
+        self.stats["batches"] += 1
+        return np.stack(images), labels, int(pad)
+
+    def _onehot(self, labels: np.ndarray, positions: list[int]) -> np.ndarray:
+        k = self.config["onehot"]
+        bad = (labels != np.floor(labels)) | (labels < 0) | (labels >= k)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise PicPacValueError(f"record {int(self._records[positions[i]])}: label {labels[i]} is not a "
+                                   f"class id in [0, onehot={k})")
+        out = np.zeros((len(labels), k), np.float32)
+        out[np.arange(len(labels)), labels.astype(np.int64)] = 1
+        return out
+
+    def order(self) -> tuple[Iterator[tuple[int, int]], int | None]:
+        """The keys of the next iteration: the endless stream from its position, or the next pass."""
+        if self.config["loop"]:
+            return self._sampler.at(self.position), None
+        epoch = self.passes if self.config["reshuffle"] else 0
+        self.passes += 1
+        order = self._sampler.pass_order(epoch)
+        real, batch = len(order), self.config["batch"]
+        if self.config["pad"] and real % batch:
+            order = np.resize(order, real + batch - real % batch)
+        return ((int(p), epoch) for p in order), real
+
+    def size(self) -> int:
+        return len(self._records)
+
+    @property
+    def path(self) -> str:
+        return self._readers[0].path if self._readers else "closed"
+
+    @property
+    def closed(self) -> bool:
+        return not self._readers
+
+    def close(self) -> None:
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
+
+
+def _keep_alive(stream: ImageStream, batches: Iterator[Batch]) -> Iterator[Batch]:
+    """``batches``, holding ``stream`` alive while a for loop runs over a temporary stream."""
+    try:
+        yield from batches
+    finally:
+        batches.close()
+
+
+class ImageStream:
+    """Stream ``(images, labels, pad)`` batches from a picpac database (keys in docs/stream.md).
+
+    ``ImageStream(path, **config)`` or PicPac's ``ImageStream({"db": path, ...})``. With
+    ``loop=True`` (default) iteration is endless and continues where the last loop stopped;
+    with ``loop=False`` each ``iter()`` is one pass over the samples. Decoding and transforms run
+    on ``threads`` worker threads, at most ``preload`` samples ahead; the batches are the same for
+    any thread count. Breaking out of a loop, ``close()`` or deleting the stream stops the workers.
+    """
+
+    def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):
+        if isinstance(path, Mapping):
+            config = {**path, **config}
+            path = None
+        if path is None:
+            path = config.pop("db", None)
+        if path is None:
+            raise PicPacTypeError("ImageStream needs a database: ImageStream('db.picpac', ...) or {'db': ...}")
+        self._current: Iterator[Batch] | None = None  # the batches next() draws from
+        self._active: weakref.ref | None = None  # the newest batches, to stop them when a new loop starts
+        self._pipeline = _Pipeline(path, parse(config))
+        self.config = self._pipeline.config
+
+    # -- the public protocol -----------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Batch]:
+        """Endless batches from where the last loop stopped (loop=True), or one pass (loop=False)."""
+        return _keep_alive(self, self._start())
+
+    def _start(self) -> Iterator[Batch]:
+        if self._pipeline.closed:
+            raise PicPacError("the ImageStream is closed")
+        self._stop()  # one engine at a time: a new loop replaces an abandoned one
+        batches = self._pipeline.batches(*self._pipeline.order())
+        self._active = weakref.ref(batches)
+        return batches
+
+    def __next__(self) -> Batch:
+        """The next batch; at the end of a pass (loop=False) StopIteration, and the next call starts another."""
+        if self._current is None:
+            self._current = self._start()
+        try:
+            return next(self._current)
+        except StopIteration:
+            self._current = None
+            raise
+
+    next = __next__  # PicPac's stream.next()
+
+    def __len__(self) -> int:
+        """Batches per pass."""
+        return math.ceil(self.size() / self.config["batch"])
+
+    def size(self) -> int:
+        """Samples per pass: the records after the split, plus the mixin."""
+        return self._pipeline.size()
+
+    def reset(self) -> None:
+        """Restart from the first batch of the first pass."""
+        self._stop()
+        self._pipeline.position = self._pipeline.passes = 0
+
+    def stats(self) -> dict[str, Any]:
+        """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""
+        stats = self._pipeline.stats
+        return {**stats, "skipped_records": list(stats["skipped_records"])}
+
+    def close(self) -> None:
+        """Stop the workers and close the database(s). Closing twice is harmless."""
+        self._stop()
+        self._pipeline.close()
+
+    def _stop(self) -> None:
+        for batches in (self._current, self._active and self._active()):
+            if batches is not None:
+                batches.close()
+        self._current = self._active = None
+
+    def __enter__(self) -> ImageStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_pipeline", None) is not None:
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"ImageStream({self._pipeline.path!r}, size={self.size()}, batch={self.config['batch']})"
