@@ -60,9 +60,9 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
         pending = deque((c, pool.submit(_run_chunk, work, c)) for c in islice(chunks, max(1, window // chunk)))
         while pending:
             items_done, future = pending.popleft()
-            outcomes = future.result()
+            yield from zip(items_done, future.result())
+            # a new chunk starts only once this one is consumed, so the window bounds what is ahead
             for nxt in islice(chunks, 1):
                 pending.append((nxt, pool.submit(_run_chunk, work, nxt)))
-            yield from zip(items_done, outcomes)
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -336,3 +336,23 @@ def test_many_cycles_leak_no_threads(db):
         with picpac.ImageStream(db, batch=2, threads=2, loop=bool(i % 2)) as s:
             next(s)
     assert threading.active_count() == before
+
+
+def test_cache_decodes_each_record_once(tmp_path):
+    path = make_db(tmp_path / "db.picpac", 12)
+    config = dict(loop=False, batch=4, reshuffle=False, perturb=True, crop_width=4, crop_height=4,
+                  dtype="uint8", order="NHWC")
+    with picpac.ImageStream(path, **config) as plain:
+        expected = [b[0] for b in run(plain)]
+    with picpac.ImageStream(path, cache=True, **config) as cached:
+        first = [b[0] for b in run(cached)]
+        with picpac.Reader(path) as r:
+            offset = int(r.index["offset"][5])
+        with open(path, "r+b") as f:  # damage record 5 under the open stream: only a re-read would notice
+            f.seek(offset + 30)
+            f.write(b"\xff\xff")
+        second = [b[0] for b in run(cached)]
+    assert all((a == b).all() and (a == c).all() for a, b, c in zip(expected, first, second))
+    with picpac.ImageStream(path, **config) as uncached:
+        with pytest.raises(picpac.CorruptRecordError, match="record 5"):
+            run(uncached)
