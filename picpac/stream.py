@@ -59,11 +59,11 @@ class _Pipeline:
         self._readers.append(Reader(path))
         try:
             self._build_pool()
+            self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
+                                    oversample=c["oversample"])
         except BaseException:
             self.close()
             raise
-        self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
-                                oversample=c["oversample"])
         self._fixed, self._random = self._build_transforms()
         self._channel_first = c["order"] == "NCHW"
         self._dtype = np.dtype(c["dtype"])

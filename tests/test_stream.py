@@ -356,3 +356,11 @@ def test_cache_decodes_each_record_once(tmp_path):
     with picpac.ImageStream(path, **config) as uncached:
         with pytest.raises(picpac.CorruptRecordError, match="record 5"):
             run(uncached)
+
+
+def test_bad_labels_for_oversample_name_the_record(tmp_path):
+    path = make_db(tmp_path / "db.picpac", 5, labels=[0, 1, 0.5, 1, 0])
+    with pytest.raises(picpac.PicPacValueError, match="record 2"):
+        picpac.ImageStream(path, oversample=True)
+    with pytest.raises(picpac.PicPacValueError, match="record 2"):
+        picpac.ImageStream(path, split=2, stratify=True)
