@@ -7,36 +7,155 @@ are built from these classes; user transforms plug in the same way.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import cv2
 import numpy as np
 
 from .errors import PicPacValueError
+from .shapes import Shapes
 
 
-@dataclass
 class Sample:
-    """What flows through transforms: the image (H, W[, C]), its label, and where it came from."""
+    """What flows through transforms: image (H, W[, C]), optional mask and shapes, label, record.
 
-    image: np.ndarray
-    label: float
-    record: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    Geometric transforms call :meth:`warp`; warps compose into one pending affine map, applied to
+    the image (bilinear) and mask (nearest) only when ``image`` or ``mask`` is read, so a chain
+    of geometric steps resamples the pixels once and shapes stay exact.
+    """
+
+    __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border")
+
+    def __init__(self, image: np.ndarray, label: float, record: int, *, mask: np.ndarray | None = None,
+                 shapes: Shapes | None = None, extra: dict[str, Any] | None = None):
+        self._image, self._mask, self.shapes = image, mask, shapes
+        self.label, self.record, self.extra = label, record, {} if extra is None else extra
+        self._matrix: np.ndarray | None = None
+        self._size = (image.shape[1], image.shape[0])
+        self._border = (cv2.BORDER_CONSTANT, 0)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the sample as it stands (pending warps included)."""
+        return self._size
+
+    def warp(self, matrix: np.ndarray, size: tuple[int, int], border: int = cv2.BORDER_CONSTANT,
+             fill: float = 0) -> None:
+        """Map the sample by the 2x3 affine ``matrix`` (continuous pixel coordinates) onto ``size``.
+
+        ``border`` / ``fill`` say what fills pixels that come from outside the source (for the
+        whole pending chain: the last warp's choice wins).
+        """
+        matrix = np.asarray(matrix, np.float64)
+        if self.shapes is not None:
+            self.shapes.transform(matrix)
+        self._matrix = matrix if self._matrix is None else _compose(matrix, self._matrix)
+        self._size = (int(size[0]), int(size[1]))
+        self._border = (border, fill)
+
+    @property
+    def image(self) -> np.ndarray:
+        if self._matrix is not None:
+            self._image = _resample(self._image, self._matrix, self._size, cv2.INTER_LINEAR, *self._border)
+            if self._mask is not None:
+                self._mask = _resample(self._mask, self._matrix, self._size, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 0)
+            self._matrix = None
+        return self._image
+
+    @image.setter
+    def image(self, value: np.ndarray) -> None:
+        self.image  # settle pending warps first: the mask must follow them
+        self._image = value
+        self._size = (value.shape[1], value.shape[0])
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        self.image
+        return self._mask
+
+    @mask.setter
+    def mask(self, value: np.ndarray | None) -> None:
+        self.image
+        self._mask = value
+
+    def copy(self) -> Sample:
+        """An independent sample (arrays are shared: transforms replace arrays, never write into them)."""
+        out = Sample(self.image, self.label, self.record, mask=self._mask,
+                     shapes=None if self.shapes is None else self.shapes.copy(), extra=dict(self.extra))
+        return out
+
+
+def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """The 2x3 affine map ``outer(inner(x))``."""
+    return np.hstack([outer[:, :2] @ inner[:, :2], (outer[:, :2] @ inner[:, 2] + outer[:, 2])[:, None]])
+
+
+def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], interpolation: int, border: int,
+              fill: float) -> np.ndarray:
+    """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
+
+    A pure scale and integer-aligned crop inside the image is a slice plus cv2.resize (INTER_AREA
+    when shrinking: no aliasing); anything else is one warpAffine, after an INTER_AREA pre-shrink
+    when the map shrinks by more than 2x.
+    """
+    a, b, tx = matrix[0]
+    c, d, ty = matrix[1]
+    width, height = size
+    h, w = array.shape[:2]
+    if b == 0 and c == 0 and a > 0 and d > 0:
+        x0, x1 = -tx / a, (width - tx) / a
+        y0, y1 = -ty / d, (height - ty) / d
+        window = np.array([x0, y0, x1, y1])
+        if np.allclose(window, np.round(window), atol=1e-6) and x0 > -1e-6 and y0 > -1e-6 \
+                and x1 < w + 1e-6 and y1 < h + 1e-6:
+            x0, y0, x1, y1 = (int(v) for v in np.round(window))
+            crop = array[y0:y1, x0:x1]
+            if (x1 - x0, y1 - y0) == size:
+                return crop
+            shrink = interpolation == cv2.INTER_LINEAR and width * height < crop.shape[0] * crop.shape[1]
+            return cv2.resize(crop, size, interpolation=cv2.INTER_AREA if shrink else interpolation)
+    scale = np.sqrt(abs(a * d - b * c))
+    if interpolation == cv2.INTER_LINEAR and scale < 0.5:
+        r = 2 * scale
+        small = cv2.resize(array, (max(1, round(w * r)), max(1, round(h * r))), interpolation=cv2.INTER_AREA)
+        rx, ry = small.shape[1] / w, small.shape[0] / h
+        matrix = matrix @ np.diag([1 / rx, 1 / ry, 1.0])
+        array = small
+    m = matrix.copy()
+    m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5  # continuous -> OpenCV's pixel-centre indices
+    return cv2.warpAffine(array, m, size, flags=interpolation, borderMode=border, borderValue=fill)
 
 
 class Transform(Protocol):
     def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample: ...
 
 
-def _resize(image: np.ndarray, width: int, height: int) -> np.ndarray:
-    """Resize with INTER_AREA when shrinking (no aliasing) and INTER_LINEAR when enlarging."""
-    h, w = image.shape[:2]
-    if (w, h) == (width, height):
-        return image
-    shrinking = width * height < w * h
-    return cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA if shrinking else cv2.INTER_LINEAR)
+def _scale_to(sample: Sample, width: int, height: int) -> None:
+    w, h = sample.size
+    if (w, h) != (width, height):
+        sample.warp([[width / w, 0, 0], [0, height / h, 0]], (width, height))
+
+
+def _uniform(rng: Any, low: float, high: float, random: bool) -> float:
+    """A uniform draw from [low, high], or its centre when the transform is not random."""
+    return float(rng.uniform(low, high)) if random and high > low else (low + high) / 2
+
+
+def _range(value: float | tuple[float, float], name: str) -> tuple[float, float]:
+    """``v`` -> (-v, v); a pair stays as it is."""
+    low, high = (-value, value) if isinstance(value, (int, float)) else value
+    if low > high:
+        raise PicPacValueError(f"{name}: range ({low}, {high}) is empty")
+    return float(low), float(high)
+
+
+def _about_centre(linear: np.ndarray, size: tuple[int, int], out: tuple[int, int],
+                  shift: tuple[float, float] = (0.0, 0.0)) -> np.ndarray:
+    """The affine map applying ``linear`` (2x2) about the centre of ``size`` onto the centre of ``out``."""
+    centre = np.array(size, np.float64) / 2
+    target = np.array(out, np.float64) / 2 + shift
+    return np.hstack([linear, (target - linear @ centre)[:, None]])
 
 
 @dataclass(frozen=True)
@@ -46,15 +165,15 @@ class LimitSize:
     min_size: int = 0
     max_size: int = 0
 
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        h, w = sample.image.shape[:2]
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
         scale = 1.0
         if self.max_size and max(h, w) > self.max_size:
             scale = self.max_size / max(h, w)
         elif self.min_size and min(h, w) < self.min_size:
             scale = self.min_size / min(h, w)
         if scale != 1.0:
-            sample.image = _resize(sample.image, max(1, round(w * scale)), max(1, round(h * scale)))
+            _scale_to(sample, max(1, round(w * scale)), max(1, round(h * scale)))
         return sample
 
 
@@ -65,42 +184,61 @@ class Resize:
     width: int = 0
     height: int = 0
 
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        h, w = sample.image.shape[:2]
-        width = self.width or max(1, round(w * self.height / h))
-        height = self.height or max(1, round(h * self.width / w))
-        sample.image = _resize(sample.image, width, height)
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        _scale_to(sample, self.width or max(1, round(w * self.height / h)),
+                  self.height or max(1, round(h * self.width / w)))
         return sample
 
 
-def _offset(extra: int, random: bool, rng: np.random.Generator) -> int:
-    """Where a window starts along an axis with ``extra`` spare pixels: centred, or uniform at random."""
+@dataclass(frozen=True)
+class Scale:
+    """Scale by a factor drawn from [low, high] (``high`` None: exactly ``low``); PicPac's augment.scale."""
+
+    low: float
+    high: float | None = None
+    random: bool = True
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        f = _uniform(rng, self.low, self.low if self.high is None else self.high, self.random)
+        w, h = sample.size
+        _scale_to(sample, max(1, round(w * f)), max(1, round(h * f)))
+        return sample
+
+
+def _offset(extra: int, random: bool, rng: Any) -> int:
+    """Where a window starts along an axis with ``extra`` spare pixels: centred, or uniform at random.
+
+    With negative ``extra`` (a window larger than the image) the image is centred in the window.
+    """
+    if extra < 0:
+        return -((-extra) // 2)
     return int(rng.integers(0, extra + 1)) if random and extra > 0 else extra // 2
 
 
-def _window(image: np.ndarray, width: int, height: int, random: bool, rng: np.random.Generator) -> np.ndarray:
-    """A ``width`` x ``height`` window of ``image``, zero-padded (centred) where the image is smaller."""
-    h, w = image.shape[:2]
-    if h < height or w < width:
-        top, left = max(0, height - h) // 2, max(0, width - w) // 2
-        image = cv2.copyMakeBorder(image, top, max(0, height - h) - top, left, max(0, width - w) - left,
-                                   cv2.BORDER_CONSTANT, value=0)
-        h, w = image.shape[:2]
-    y, x = _offset(h - height, random, rng), _offset(w - width, random, rng)
-    return image[y:y + height, x:x + width]
+def _crop(sample: Sample, width: int, height: int, random: bool, rng: Any, border: int = cv2.BORDER_CONSTANT,
+          fill: float = 0) -> None:
+    w, h = sample.size
+    x, y = _offset(w - width, random, rng), _offset(h - height, random, rng)
+    if (x, y, width, height) != (0, 0, w, h):
+        sample.warp([[1, 0, -x], [0, 1, -y]], (width, height), border, fill)
 
 
 @dataclass(frozen=True)
 class Crop:
-    """Crop ``width`` x ``height`` (0: keep that side): centred, or at a random place if ``random``."""
+    """Crop ``width`` x ``height`` (0: keep that side): centred, or at a random place if ``random``.
+
+    A side longer than the image is padded (centred) with ``fill``.
+    """
 
     width: int = 0
     height: int = 0
     random: bool = False
+    fill: float = 0
 
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        h, w = sample.image.shape[:2]
-        sample.image = _window(sample.image, self.width or w, self.height or h, self.random, rng)
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        _crop(sample, self.width or w, self.height or h, self.random, rng, fill=self.fill)
         return sample
 
 
@@ -117,17 +255,264 @@ class RoundSize:
             raise PicPacValueError(f"round_mod must be in [0, round_div), got round_mod={self.mod}, "
                                    f"round_div={self.div}")
 
-    def __call__(self, sample: Sample, rng: np.random.Generator) -> Sample:
-        h, w = sample.image.shape[:2]
-        height, width = self._round(h), self._round(w)
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        width, height = self._round(w), self._round(h)
         if height < 1 or width < 1:
             raise PicPacValueError(f"record {sample.record}: a {w}x{h} image is too small for "
                                    f"round_div={self.div}, round_mod={self.mod}")
-        sample.image = _window(sample.image, width, height, self.random, rng)
+        _crop(sample, width, height, self.random, rng)
         return sample
 
     def _round(self, size: int) -> int:
         return size - (size - self.mod) % self.div
+
+
+BORDERS = {"constant": cv2.BORDER_CONSTANT, "replicate": cv2.BORDER_REPLICATE, "reflect": cv2.BORDER_REFLECT_101,
+           "wrap": cv2.BORDER_WRAP}
+
+
+@dataclass(frozen=True)
+class Pad:
+    """Pad to at least ``width`` x ``height`` (centred), or by ``left, top, right, bottom`` pixels."""
+
+    width: int = 0
+    height: int = 0
+    sides: tuple[int, int, int, int] = (0, 0, 0, 0)
+    border: str = "constant"
+    fill: float = 0
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        left, top, right, bottom = self.sides
+        width, height = max(self.width, w + left + right), max(self.height, h + top + bottom)
+        x = left + (width - w - left - right) // 2
+        y = top + (height - h - top - bottom) // 2
+        if (width, height) != (w, h):
+            sample.warp([[1, 0, x], [0, 1, y]], (width, height), BORDERS[self.border], self.fill)
+        return sample
+
+
+@dataclass(frozen=True)
+class CenterCrop:
+    """Crop the centre ``width`` x ``height`` (torchvision's CenterCrop; smaller images are padded)."""
+
+    width: int
+    height: int
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        _crop(sample, self.width, self.height, False, rng)
+        return sample
+
+
+@dataclass(frozen=True)
+class RandomResizedCrop:
+    """torchvision's RandomResizedCrop: a crop of random area and aspect ratio, resized to the output.
+
+    Not random: the largest centred crop whose aspect ratio is within ``ratio``.
+    """
+
+    width: int
+    height: int
+    scale: tuple[float, float] = (0.08, 1.0)
+    ratio: tuple[float, float] = (3 / 4, 4 / 3)
+    random: bool = True
+
+    def window(self, w: int, h: int, rng: Any) -> tuple[int, int, int, int]:
+        """(x, y, width, height) of the crop, drawn as torchvision does."""
+        if self.random:
+            area = w * h
+            log_ratio = np.log(self.ratio)
+            for _ in range(10):
+                target = area * rng.uniform(*self.scale)
+                aspect = np.exp(rng.uniform(*log_ratio))
+                cw, ch = round(np.sqrt(target * aspect)), round(np.sqrt(target / aspect))
+                if 0 < cw <= w and 0 < ch <= h:
+                    return int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1)), cw, ch
+        aspect = w / h
+        if aspect < min(self.ratio):
+            cw, ch = w, round(w / min(self.ratio))
+        elif aspect > max(self.ratio):
+            cw, ch = round(h * max(self.ratio)), h
+        else:
+            cw, ch = w, h
+        return (w - cw) // 2, (h - ch) // 2, cw, ch
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        x, y, cw, ch = self.window(*sample.size, rng)
+        sx, sy = self.width / cw, self.height / ch
+        sample.warp([[sx, 0, -x * sx], [0, sy, -y * sy]], (self.width, self.height))
+        return sample
+
+
+@dataclass(frozen=True)
+class Flip:
+    """Flip horizontally, vertically, or transpose (swap x and y), each with its own probability."""
+
+    horizontal: float = 0.5
+    vertical: float = 0.0
+    transpose: float = 0.0
+    random: bool = True
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        if not self.random:
+            return sample
+        w, h = sample.size
+        draws = rng.random(3)
+        if draws[0] < self.horizontal:
+            sample.warp([[-1, 0, w], [0, 1, 0]], (w, h))
+        if draws[1] < self.vertical:
+            sample.warp([[1, 0, 0], [0, -1, h]], (w, h))
+        if draws[2] < self.transpose:
+            sample.warp([[0, 1, 0], [1, 0, 0]], (h, w))
+        return sample
+
+
+@dataclass(frozen=True)
+class Rotate90:
+    """Rotate by ``k`` quarter turns counter-clockwise (exact: no resampling of the pixel grid)."""
+
+    k: int = 1
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        for _ in range(self.k % 4):
+            w, h = sample.size
+            sample.warp([[0, 1, 0], [-1, 0, w]], (h, w))  # (x, y) -> (y, w - x)
+        return sample
+
+
+@dataclass(frozen=True)
+class Affine:
+    """A random affine map about the image centre, keeping the output size.
+
+    ``rotate`` in degrees (counter-clockwise), ``scale`` factors, ``shear`` in degrees (along x),
+    ``translate`` as a fraction of the size; each a range (low, high) or v for (-v, v).
+    Not random: the centres of the ranges.
+    """
+
+    rotate: float | tuple[float, float] = 0.0
+    scale: tuple[float, float] = (1.0, 1.0)
+    shear: float | tuple[float, float] = 0.0
+    translate: float | tuple[float, float] = 0.0
+    random: bool = True
+    border: str = "constant"
+    fill: float = 0
+
+    def matrix(self, size: tuple[int, int], rng: Any) -> np.ndarray:
+        angle = np.radians(_uniform(rng, *_range(self.rotate, "rotate"), self.random))
+        f = _uniform(rng, *self.scale, self.random)
+        shear = np.tan(np.radians(_uniform(rng, *_range(self.shear, "shear"), self.random)))
+        low, high = _range(self.translate, "translate")
+        shift = (_uniform(rng, low, high, self.random) * size[0], _uniform(rng, low, high, self.random) * size[1])
+        cos, sin = np.cos(angle), np.sin(angle)
+        # y points down, so a counter-clockwise turn on screen is this matrix
+        linear = f * np.array([[cos, sin], [-sin, cos]]) @ np.array([[1, shear], [0, 1]])
+        return _about_centre(linear, size, size, shift)
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        sample.warp(self.matrix(sample.size, rng), sample.size, BORDERS[self.border], self.fill)
+        return sample
+
+
+@dataclass(frozen=True)
+class Rotate:
+    """Rotate by an angle drawn from ``angle`` (v: [-v, v] degrees), about the centre; PicPac's augment.rotate."""
+
+    angle: float | tuple[float, float] = 10.0
+    random: bool = True
+    border: str = "constant"
+    fill: float = 0
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        return Affine(rotate=self.angle, random=self.random, border=self.border, fill=self.fill)(sample, rng)
+
+
+@dataclass(frozen=True)
+class Sometimes:
+    """Apply ``transforms`` with probability ``p`` (not random: when ``p >= 0.5``)."""
+
+    p: float
+    transforms: tuple
+    random: bool = True
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        if (rng.random() < self.p) if self.random else self.p >= 0.5:
+            sample = apply_all(self.transforms, sample, rng)
+        return sample
+
+
+@dataclass(frozen=True)
+class OneOf:
+    """Apply one of ``transforms``, chosen uniformly (not random: the first)."""
+
+    transforms: tuple
+    random: bool = True
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        i = int(rng.integers(len(self.transforms))) if self.random else 0
+        return self.transforms[i](sample, rng)
+
+
+@dataclass(frozen=True)
+class SomeOf:
+    """Apply ``k`` of ``transforms``, chosen without replacement, in random order (not random: the first k)."""
+
+    k: int
+    transforms: tuple
+    random: bool = True
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        chosen = rng.permutation(len(self.transforms))[:self.k] if self.random else range(self.k)
+        return apply_all([self.transforms[i] for i in chosen], sample, rng)
+
+
+def apply_all(transforms: Any, sample: Sample, rng: Any) -> Sample:
+    for transform in transforms:
+        sample = transform(sample, rng)
+    return sample
+
+
+@dataclass(frozen=True)
+class Rasterize:
+    """Draw the sample's shapes into its mask (a new (H, W[, C]) array of ``dtype``), then drop them.
+
+    The value drawn is the shape's label, tag or serial number (``color_by``) or the fixed
+    ``values`` (PicPac's anno_color1..3); ``thickness`` -1 fills, > 0 outlines; ``copy`` starts
+    from a copy of the image instead of zeros (PicPac's anno_copy, for looking at annotations).
+    """
+
+    color_by: str = "label"
+    thickness: int = -1
+    channels: int = 1
+    values: tuple[float, ...] | None = None
+    dtype: str = "uint8"
+    copy: bool = False
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        if self.copy:
+            canvas = sample.image.copy()
+        else:
+            canvas = np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
+        if sample.shapes is not None:
+            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values)
+        sample.mask = canvas
+        sample.shapes = None
+        return sample
+
+
+@dataclass(frozen=True)
+class ErodeMask:
+    """Erode the mask with a (2r+1)-square kernel ``iterations`` times (thins label regions)."""
+
+    radius: int = 1
+    iterations: int = 1
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        if sample.mask is not None:
+            kernel = np.ones((2 * self.radius + 1,) * 2, np.uint8)
+            sample.mask = cv2.erode(sample.mask, kernel, iterations=self.iterations)
+        return sample
 
 
 def convert(image: np.ndarray, channel_first: bool, dtype: np.dtype, mean: np.ndarray | None,
