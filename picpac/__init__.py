@@ -5,12 +5,13 @@ from .errors import (CorruptError, CorruptRecordError, FormatError, ImportFailed
                      PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError, VersionError,
                      WriterBusyError)
 from .format import NO_GROUP
+from .loader import ImageLoader
 from .reader import Reader, Record
 from .stream import ImageStream
 from .writer import Writer
 
 __all__ = [
     "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "Writer",
+    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "Writer",
     "WriterBusyError", "__version__",
 ]

@@ -10,7 +10,8 @@ import click
 from . import __version__
 from .errors import PicPacError
 
-IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv"]
+IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
+                  "coco", "yolo", "yolo-seg", "maskdir"]
 PICPAC_IMPORT_FORMATS = {0: "dir", 1: "list", 2: "classdirs", 3: "annolist", 4: "masklist"}
 
 
@@ -46,8 +47,8 @@ def _import_options(f):
     f = click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="Threads validating images in parallel [default: number of cores].")(f)
     f = click.option("--root", type=click.Path(file_okay=False), default=None,
-                     help="Directory that relative paths in a list or CSV are taken from "
-                          "[default: the list file's directory].")(f)
+                     help="Directory that relative paths in a list, CSV or COCO file are taken from "
+                          "[default: the file's directory].")(f)
     f = click.option("--overwrite", is_flag=True, help="Replace DB if it exists.")(f)
     return f
 
@@ -64,6 +65,12 @@ def _run_import(src: str, db: str, fmt: str, **options) -> None:
 @click.argument("db", type=click.Path(dir_okay=False))
 @click.option("-f", "--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
               help="Layout of SRC (docs/import.md); auto detects it.")
+@click.option("--labels", type=click.Path(file_okay=False), default=None,
+              help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
+                   "or of the masks (-f maskdir).")
+@click.option("--classes", type=click.Path(dir_okay=False), default=None,
+              help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
+                   "file with one name per line.")
 @_import_options
 def import_command(src: str, db: str, fmt: str, **options) -> None:
     """Import images (and labels, annotations, masks) from SRC into the picpac database DB."""

@@ -78,19 +78,28 @@ def _channel_values(name: str, value: Any) -> tuple[float, ...] | None:
 
 
 def _transforms(name: str, value: Any) -> tuple:
+    """A list of transforms: callables ``(sample, rng) -> sample`` or PicPac v2 dicts ``{"type": ...}``."""
     if value is None:
         return ()
-    if callable(value):
+    if callable(value) or isinstance(value, Mapping):
         value = [value]
     try:
         result = tuple(value)
     except TypeError:
-        raise PicPacTypeError(f"config key {name!r} must be a list of callables (sample, rng) -> sample") from None
+        raise PicPacTypeError(f"config key {name!r} must be a list of transforms") from None
     for t in result:
-        if not callable(t):
-            raise PicPacTypeError(f"config key {name!r}: {t!r} is not callable; a transform is a function "
-                                  "(sample, rng) -> sample")
+        if not (callable(t) or isinstance(t, Mapping)):
+            raise PicPacTypeError(f"config key {name!r}: {t!r} is neither a function (sample, rng) -> sample "
+                                  "nor a PicPac transform dict like {'type': 'augment.flip'}")
     return result
+
+
+def _optional_bool(name: str, value: Any) -> bool | None:
+    return None if value is None else _bool(name, value)
+
+
+def _optional_float(name: str, value: Any) -> float | None:
+    return None if value is None else _float(name, value)
 
 
 KEYS: dict[str, Key] = {
@@ -125,8 +134,27 @@ KEYS: dict[str, Key] = {
     "crop_height": Key(0, _int(0)),
     "round_div": Key(0, _int(0)),
     "round_mod": Key(0, _int(0)),
-    "perturb": Key(False, _bool),
+    "perturb": Key(None, _optional_bool),
+    "pert_color1": Key(0.0, _float),
+    "pert_color2": Key(0.0, _float),
+    "pert_color3": Key(0.0, _float),
+    "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab")),
+    "pert_angle": Key(0.0, _float),
+    "pert_min_scale": Key(1.0, _float),
+    "pert_max_scale": Key(1.0, _float),
+    "pert_hflip": Key(False, _bool),
+    "pert_vflip": Key(False, _bool),
     "transforms": Key((), _transforms),
+    # annotations and tasks
+    "annotate": Key(None, _choice(None, "json", "image")),
+    "anno_color1": Key(None, _optional_float),
+    "anno_color2": Key(None, _optional_float),
+    "anno_color3": Key(None, _optional_float),
+    "anno_thickness": Key(-1, _int(-1)),
+    "anno_copy": Key(False, _bool),
+    "task": Key(None, _choice(None, "classify", "segment", "detect", "keypoints")),
+    "min_box_area": Key(1.0, _float),
+    "max_boxes": Key(0, _int(0)),
     # output
     "order": Key("NCHW", _choice("NCHW", "NHWC")),
     "dtype": Key("float32", _choice("float32", "uint8")),
@@ -176,5 +204,14 @@ def _check_together(c: dict[str, Any]) -> None:
         raise PicPacValueError("config key 'round_mod' needs 'round_div' > 0")
     if c["dtype"] == "uint8" and (c["mean"] or c["std"]):
         raise PicPacValueError("config keys 'mean'/'std' need dtype='float32' (normalised values are not uint8)")
+    if c["task"] is None:
+        c["task"] = "segment" if c["annotate"] else "classify"
+    if c["task"] in ("detect", "keypoints") and c["annotate"] == "image":
+        raise PicPacValueError(f"task={c['task']!r} needs vector annotations (annotate='json'), not a mask image")
+    if c["task"] in ("detect", "keypoints", "segment") and c["annotate"] is None:
+        c["annotate"] = "json"
+    if c["pert_min_scale"] > c["pert_max_scale"] or c["pert_min_scale"] <= 0:
+        raise PicPacValueError(f"config keys 'pert_min_scale' ({c['pert_min_scale']}) and 'pert_max_scale' "
+                               f"({c['pert_max_scale']}) must satisfy 0 < min <= max")
     if c["max_size"] and c["min_size"] > c["max_size"]:
         raise PicPacValueError(f"config key 'min_size' ({c['min_size']}) exceeds 'max_size' ({c['max_size']})")

@@ -62,15 +62,17 @@ class _Skip(Exception):
 
 def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str = "auto",
                    root: str | os.PathLike | None = None, threads: int | None = None, strict: bool = False,
-                   max_size: int | None = None, overwrite: bool = False,
-                   progress: bool | None = None) -> ImportReport:
+                   max_size: int | None = None, overwrite: bool = False, progress: bool | None = None,
+                   labels: str | os.PathLike | None = None,
+                   classes: str | os.PathLike | None = None) -> ImportReport:
     """Import the images of ``src`` (laid out as ``format``, see docs/import.md) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
     undecodable files are skipped and listed in the report, or with ``strict`` fail the import.
     Original bytes are stored unchanged unless ``max_size`` makes an image's longer side shrink.
     ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
-    when stderr is a terminal).
+    when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
+    (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir.
     """
     start = time.perf_counter()
     src, db = os.fspath(src), os.fspath(db)
@@ -78,7 +80,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     if max_size is not None:
         _check_positive("max_size", max_size)
     _check_target(db, overwrite)
-    listing = scan(src, format, None if root is None else os.fspath(root))
+    listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
     if not listing.items:
         raise SourceError(f"{src}: no images found ({listing.source}); see docs/import.md for the layouts")
     metadata: dict[str, Any] = {"source": listing.source}

@@ -10,37 +10,15 @@ from typing import Any
 import numpy as np
 
 from .config import parse
-from .errors import PicPacError, PicPacTypeError, PicPacValueError, SampleError
+from .errors import PicPacError, PicPacTypeError, PicPacValueError
 from .flow import ordered_map
-from .image import decode_channels
 from .reader import Reader
 from .sampling import Sampler, assign_folds, select
-from .transforms import Crop, LimitSize, Resize, RoundSize, Sample, convert
+from .processor import LazyRng, Processor
+from .transforms import Sample
 
-Batch = tuple[np.ndarray, np.ndarray, int]
+Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
-
-
-class LazyRng:
-    """The sample's ``numpy.random.Generator``, made on first use (deterministic steps never pay for it)."""
-
-    __slots__ = ("_key", "_rng")
-
-    def __init__(self, seed: int, epoch: int, source: int, record: int):
-        self._key, self._rng = (seed, epoch, source, record), None
-
-    def __getattr__(self, name: str) -> Any:
-        if self._rng is None:
-            self._rng = sample_rng(*self._key)
-        return getattr(self._rng, name)
-
-
-def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
-    """The RNG of one sample: a Philox stream keyed by (seed, source) at counter (record, epoch).
-
-    Counter-based, so it depends on nothing but these numbers: not on thread timing or order.
-    """
-    return np.random.Generator(np.random.Philox(counter=[0, 0, record, epoch], key=[seed, source]))
 
 
 class _Pipeline:
@@ -64,12 +42,8 @@ class _Pipeline:
         except BaseException:
             self.close()
             raise
-        self._fixed, self._random = self._build_transforms()
-        self._channel_first = c["order"] == "NCHW"
-        self._dtype = np.dtype(c["dtype"])
-        self._mean = None if c["mean"] is None else np.float32(c["mean"])
-        self._std = None if c["std"] is None else np.float32(c["std"])
-        self._cache: dict[tuple[int, int], np.ndarray] | None = {} if c["cache"] else None
+        self.processor = Processor(c)
+        self._cache: dict[tuple[int, int], Sample] | None = {} if c["cache"] else None
         self.position = 0  # samples of the endless stream consumed so far (loop=True)
         self.passes = 0  # passes started (loop=False)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": []}
@@ -98,61 +72,27 @@ class _Pipeline:
                                    f"split_fold={c['split_fold']}, split_negate={c['split_negate']})")
         self._records, self._sources, self._labels = records, sources, labels
 
-    def _build_transforms(self) -> tuple[list, list]:
-        """Deterministic steps (cached with cache=True) and the steps after them."""
-        c = self.config
-        fixed: list = []
-        if c["min_size"] or c["max_size"]:
-            fixed.append(LimitSize(c["min_size"], c["max_size"]))
-        if c["resize_width"] or c["resize_height"]:
-            fixed.append(Resize(c["resize_width"], c["resize_height"]))
-        later: list = []
-        if c["crop_width"] or c["crop_height"]:
-            later.append(Crop(c["crop_width"], c["crop_height"], random=c["perturb"]))
-        if c["round_div"]:
-            later.append(RoundSize(c["round_div"], c["round_mod"], random=c["perturb"]))
-        return fixed, later + list(c["transforms"])
-
     # -- one sample (on a worker thread) ---------------------------------------------------------
-    def _load(self, key: tuple[int, int]) -> np.ndarray:
+    def _load(self, key: tuple[int, int]) -> tuple[np.ndarray, Any]:
         position, epoch = key
         source, record = int(self._sources[position]), int(self._records[position])
         rng = LazyRng(self.config["seed"], epoch, source, record)
         cached = None if self._cache is None else self._cache.get((source, record))
         if cached is None:
-            sample = Sample(self._decode(source, record), float(self._labels[position]), record)
-            for step in self._fixed:
-                sample = step(sample, rng)
+            reader = self._readers[source]
+            sample = self.processor.decode(reader[record].fields, float(self._labels[position]), record, reader.path)
+            sample = self.processor.settle(sample, rng)
             if self._cache is not None:
-                self._cache[source, record] = sample.image
+                self._cache[source, record] = sample.copy()
         else:
-            sample = Sample(cached, float(self._labels[position]), record)
-        for step in self._random:
-            try:
-                sample = step(sample, rng)
-            except PicPacError:
-                raise
-            except Exception as exc:
-                exc.add_note(f"in transform {step!r} on record {record} of {self._readers[source].path}")
-                raise
-        return convert(sample.image, self._channel_first, self._dtype, self._mean, self._std)
-
-    def _decode(self, source: int, record: int) -> np.ndarray:
-        reader = self._readers[source]
-        rec = reader[record]
-        if "image" not in rec:
-            raise SampleError(reader.path, record, f"has no 'image' field (its fields: {list(rec.fields)})")
-        image = decode_channels(rec["image"], self.config["channels"], self.config["colorspace"] == "RGB")
-        if image is None:
-            where = rec.meta.get("path") if isinstance(rec.meta, dict) else None
-            raise SampleError(reader.path, record, f"cannot decode its image{f' ({where})' if where else ''}")
-        return image
+            sample = cached.copy()
+        return self.processor.output(self.processor.augment(sample, rng))
 
     # -- batches ---------------------------------------------------------------------------------
     def batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
         batch = self.config["batch"]
-        images: list[np.ndarray] = []
+        images: list[tuple[np.ndarray, Any]] = []  # (image, target) per sample
         positions: list[int] = []
         taken = padding = 0
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
@@ -190,28 +130,18 @@ class _Pipeline:
         if self.config["loop"]:
             self.position += taken
 
-    def _assemble(self, images: list[np.ndarray], positions: list[int], pad: int) -> Batch:
+    def _assemble(self, samples: list[tuple[np.ndarray, Any]], positions: list[int], pad: int) -> tuple:
+        images = [image for image, _ in samples]
         shapes = {image.shape for image in images}
         if len(shapes) > 1:
             raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
                                    f"batch; set {SHAPE_KEYS} to make them equal")
         labels = self._labels[positions].astype(np.float32)
-        if self.config["onehot"]:
-            labels = self._onehot(labels, positions)
+        records = [int(self._records[p]) for p in positions]
+        targets = self.processor.targets([t for _, t in samples], labels, records)
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
-        return np.stack(images), labels, int(pad)
-
-    def _onehot(self, labels: np.ndarray, positions: list[int]) -> np.ndarray:
-        k = self.config["onehot"]
-        bad = (labels != np.floor(labels)) | (labels < 0) | (labels >= k)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise PicPacValueError(f"record {int(self._records[positions[i]])}: label {labels[i]} is not a "
-                                   f"class id in [0, onehot={k})")
-        out = np.zeros((len(labels), k), np.float32)
-        out[np.arange(len(labels)), labels.astype(np.int64)] = 1
-        return out
+        return (np.stack(images), *targets, int(pad))
 
     def order(self) -> tuple[Iterator[tuple[int, int]], int | None]:
         """The keys of the next iteration: the endless stream from its position, or the next pass."""

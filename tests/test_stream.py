@@ -74,7 +74,7 @@ def test_every_key_is_documented():
     ("dtype", "float64", picpac.PicPacValueError, "'dtype'"),
     ("std", [1, 0, 1], picpac.PicPacValueError, "'std' must not contain 0"),
     ("mean", "x", picpac.PicPacTypeError, "'mean'"),
-    ("transforms", [5], picpac.PicPacTypeError, "not callable"),
+    ("transforms", [5], picpac.PicPacTypeError, "is neither a function"),
 ])
 def test_bad_keys_and_values_name_the_key(db, key, value, error, message):
     with pytest.raises(error, match=re.escape(message)):

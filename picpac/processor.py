@@ -1,0 +1,211 @@
+"""One sample's way from stored bytes to output arrays, as a stream config says (stream layer).
+
+Shared by ImageStream (many samples, on worker threads) and ImageLoader (one image, for
+inference). Steps: decode -> annotation (vector shapes or a mask image) -> the deterministic
+geometry keys (cacheable) -> random steps (PicPac's pert_* keys, crop/round, ``transforms``) ->
+the task's targets (label, rasterized mask, boxes or keypoints) and the output layout.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import cv2
+import numpy as np
+
+from . import image, specs
+from .color import AddColor
+from .errors import PicPacValueError, SampleError
+from .shapes import Shapes
+from .transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
+                         convert)
+
+Target = np.ndarray | None
+
+
+class LazyRng:
+    """The sample's ``numpy.random.Generator``, made on first use (deterministic steps never pay for it)."""
+
+    __slots__ = ("_key", "_rng")
+
+    def __init__(self, seed: int, epoch: int, source: int, record: int):
+        self._key, self._rng = (seed, epoch, source, record), None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = sample_rng(*self._key)
+        return getattr(self._rng, name)
+
+
+def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
+    """The RNG of one sample: a Philox stream keyed by (seed, source) at counter (record, epoch).
+
+    Counter-based, so it depends on nothing but these numbers: not on thread timing or order.
+    """
+    return np.random.Generator(np.random.Philox(counter=[0, 0, record, epoch], key=[seed, source]))
+
+
+class Processor:
+    """Per-sample work for one config (see docs/stream.md and docs/augment.md)."""
+
+    def __init__(self, config: dict[str, Any]):
+        c = self.config = config
+        self.rgb = c["colorspace"] == "RGB"
+        self.fixed: list = []
+        if c["min_size"] or c["max_size"]:
+            self.fixed.append(LimitSize(c["min_size"], c["max_size"]))
+        if c["resize_width"] or c["resize_height"]:
+            self.fixed.append(Resize(c["resize_width"], c["resize_height"]))
+        self.random = self._legacy_perturbation() + specs.build(c["transforms"], random=c["perturb"] is not False)
+        values = [v for v in (c["anno_color1"], c["anno_color2"], c["anno_color3"]) if v is not None]
+        self.rasterize = Rasterize(thickness=c["anno_thickness"], values=tuple(values) or None,
+                                   channels=max(1, len(values)), copy=c["anno_copy"])
+        self.channel_first = c["order"] == "NCHW"
+        self.dtype = np.dtype(c["dtype"])
+        self.mean = None if c["mean"] is None else np.float32(c["mean"])
+        self.std = None if c["std"] is None else np.float32(c["std"])
+
+    def _legacy_perturbation(self) -> list:
+        """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
+        c = self.config
+        steps: list = []
+        if c["perturb"]:
+            if c["pert_angle"] or (c["pert_min_scale"], c["pert_max_scale"]) != (1.0, 1.0):
+                steps.append(Affine(rotate=c["pert_angle"], scale=(c["pert_min_scale"], c["pert_max_scale"])))
+            if c["pert_hflip"] or c["pert_vflip"]:
+                steps.append(Flip(horizontal=0.5 * c["pert_hflip"], vertical=0.5 * c["pert_vflip"]))
+            colors = (c["pert_color1"], c["pert_color2"], c["pert_color3"])
+            if any(colors):
+                steps.append(AddColor(colors, colorspace=c["pert_colorspace"]))
+        if c["crop_width"] or c["crop_height"]:
+            steps.append(Crop(c["crop_width"], c["crop_height"], random=bool(c["perturb"])))
+        if c["round_div"]:
+            steps.append(RoundSize(c["round_div"], c["round_mod"], random=bool(c["perturb"])))
+        return steps
+
+    # -- steps ------------------------------------------------------------------------------------
+    def decode(self, fields: dict[str, Any], label: float, record: int, where: str) -> Sample:
+        """The sample of a record's fields: the decoded image and, as configured, its annotation."""
+        if "image" not in fields:
+            raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
+        pixels = image.decode_channels(fields["image"], self.config["channels"], self.rgb)
+        if pixels is None:
+            raise SampleError(where, record, "cannot decode its image")
+        sample = Sample(pixels, label, record, extra={"colorspace": self.config["colorspace"]})
+        annotate = self.config["annotate"]
+        if annotate == "json":
+            sample.shapes = self._shapes(fields, pixels, record, where)
+        elif annotate == "image":
+            sample.mask = self._mask(fields, pixels, record, where)
+        return sample
+
+    def _shapes(self, fields: dict[str, Any], pixels: np.ndarray, record: int, where: str) -> Shapes:
+        if "annotation" not in fields:
+            raise SampleError(where, record, "has no 'annotation' field for annotate='json'")
+        try:
+            return Shapes.from_json(fields["annotation"], pixels.shape[1], pixels.shape[0])
+        except (PicPacValueError, ValueError) as exc:
+            raise SampleError(where, record, f"has a bad annotation: {exc}") from None
+
+    def _mask(self, fields: dict[str, Any], pixels: np.ndarray, record: int, where: str) -> np.ndarray:
+        name = "mask" if "mask" in fields else "annotation"
+        if name not in fields:
+            raise SampleError(where, record, "has no 'mask' field for annotate='image'")
+        mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
+        if mask is None:
+            raise SampleError(where, record, f"cannot decode its {name!r} image")
+        if mask.shape[:2] != pixels.shape[:2]:
+            raise SampleError(where, record, f"has a {mask.shape[1]}x{mask.shape[0]} mask for a "
+                                             f"{pixels.shape[1]}x{pixels.shape[0]} image")
+        return mask
+
+    def settle(self, sample: Sample, rng: Any) -> Sample:
+        """The deterministic geometry keys (what ``cache=True`` keeps), resampled."""
+        sample = apply_all(self.fixed, sample, rng)
+        sample.image  # settle the pending warp so a cached sample is ready to use
+        return sample
+
+    def augment(self, sample: Sample, rng: Any) -> Sample:
+        """The random steps, in order; an exception from user code gets a note naming the record."""
+        for step in self.random:
+            try:
+                sample = step(sample, rng)
+            except Exception as exc:
+                exc.add_note(f"in transform {step!r} on record {sample.record}")
+                raise
+        return sample
+
+    def output(self, sample: Sample) -> tuple[np.ndarray, Target]:
+        """The image in the output layout and the task's target for this sample."""
+        task = self.config["task"]
+        if task == "segment" and sample.shapes is not None:
+            sample = self.rasterize(sample, None)
+        pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
+        if task == "classify":
+            return pixels, None
+        if task == "segment":
+            if sample.mask is None:
+                raise SampleError("", sample.record, "has no mask after its transforms (a 'drop' step?)")
+            return pixels, sample.mask
+        return pixels, self._boxes(sample) if task == "detect" else self._points(sample)
+
+    def _boxes(self, sample: Sample) -> np.ndarray:
+        """(n, 5) ``label, x1, y1, x2, y2`` of the non-point shapes, clipped to the image, small ones dropped."""
+        shapes = sample.shapes or Shapes.empty()
+        keep = np.array([kind != "point" for kind in shapes.kinds], bool)
+        w, h = sample.size
+        boxes = np.clip(shapes.boxes()[keep], 0, (w, h, w, h))
+        area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        big = area >= max(self.config["min_box_area"], 1e-9)
+        return np.hstack([shapes.labels[keep][big, None], boxes[big]]).astype(np.float32)
+
+    def _points(self, sample: Sample) -> np.ndarray:
+        """(n, 3) ``label, x, y`` of the point shapes inside the image."""
+        shapes = sample.shapes or Shapes.empty()
+        keep = np.array([kind == "point" for kind in shapes.kinds], bool)
+        xy = shapes.boxes()[keep][:, :2]
+        w, h = sample.size
+        inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
+        return np.hstack([shapes.labels[keep][inside, None], xy[inside]]).astype(np.float32)
+
+    # -- batches ----------------------------------------------------------------------------------
+    def targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
+        """The batch's targets after the images: (labels,), (masks,) or (boxes or points, counts)."""
+        task = self.config["task"]
+        if task == "classify":
+            return (self._onehot_labels(labels, records) if self.config["onehot"] else labels,)
+        if task == "segment":
+            return (self._masks(targets, records),)
+        counts = np.array([len(t) for t in targets], np.int32)
+        n = self.config["max_boxes"] or max(1, int(counts.max()))
+        width = 5 if task == "detect" else 3
+        out = np.zeros((len(targets), n, width), np.float32)
+        out[:, :, 0] = -1  # padding rows: label -1
+        for i, t in enumerate(targets):
+            out[i, :min(n, len(t))] = t[:n]
+        return out, np.minimum(counts, n)
+
+    def _onehot_labels(self, labels: np.ndarray, records: list[int]) -> np.ndarray:
+        k = self.config["onehot"]
+        bad = (labels != np.floor(labels)) | (labels < 0) | (labels >= k)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise PicPacValueError(f"record {records[i]}: label {labels[i]} is not a class id in [0, onehot={k})")
+        return np.eye(k, dtype=np.float32)[labels.astype(np.int64)]
+
+    def _masks(self, masks: list[np.ndarray], records: list[int]) -> np.ndarray:
+        """(B, 1, H, W) float32 masks, or (B, K, H, W) one-hot with ``onehot=K`` (NHWC: channels last)."""
+        stacked = np.stack([m if m.ndim == 3 else m[:, :, None] for m in masks])
+        k = self.config["onehot"]
+        if k:
+            if stacked.shape[3] != 1:
+                raise PicPacValueError("onehot masks need single-channel masks")
+            values = stacked[..., 0]
+            bad = values >= k
+            if bad.any():
+                i = int(np.argwhere(bad)[0][0])
+                raise PicPacValueError(f"record {records[i]}: mask value {int(values[bad][0])} is not a class id "
+                                       f"in [0, onehot={k})")
+            stacked = (values[..., None] == np.arange(k)).astype(np.float32)
+        else:
+            stacked = stacked.astype(np.float32)
+        return np.ascontiguousarray(stacked.transpose(0, 3, 1, 2)) if self.channel_first else stacked
