@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from . import image
 from .errors import ImportFailedError, PicPacValueError, SourceError
-from .sources import SourceItem, scan
+from .sources import SourceItem, centres_to_continuous, scan
 from .flow import ordered_map
 from .writer import Writer
 
@@ -133,6 +133,8 @@ def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:
         fields = {"image": data}
         if item.annotation is not None:
             fields["annotation"] = _checked_json(item.annotation)
+            if item.pixel_centres:
+                fields["annotation"] = centres_to_continuous(fields["annotation"], img.shape[1], img.shape[0])
         if item.mask_path is not None:
             what = f"mask {_shown(item.mask_path, root)}: "
             mask_data, mask = _read_image(item.mask_path, what)

@@ -46,6 +46,9 @@ class SourceItem:
     mask_path: str | None = None
     line: str | None = None
     """Where a list or CSV names this item ("list.txt:12"); None for folder scans."""
+    pixel_centres: bool = False
+    """The annotation's polygon vertices are pixel centres (YOLO-seg, traced from masks); the importer,
+    which knows the image size, moves them to picpac's continuous coordinates (:func:`centres_to_continuous`)."""
 
 
 @dataclass
@@ -315,6 +318,21 @@ def _points(coordinates: list[float], width: float = 1.0, height: float = 1.0) -
             for x, y in zip(coordinates[::2], coordinates[1::2])]
 
 
+def centres_to_continuous(annotation: bytes, width: int, height: int) -> bytes:
+    """Shift polygon vertices given as pixel centres by half a pixel into continuous coordinates.
+
+    YOLO-seg polygons are traced along mask pixels (vertex x = index of a boundary pixel), while
+    picpac's shapes put pixel i at [i, i+1): without the shift a rasterized polygon lies half a
+    pixel up and left of the mask it came from.
+    """
+    doc = json.loads(annotation)
+    for shape in doc["shapes"]:
+        for point in shape["geometry"].get("points", ()):
+            point["x"] = _rounded(point["x"] + 0.5 / width)
+            point["y"] = _rounded(point["y"] + 0.5 / height)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
 def _rounded(value: float) -> float:
     return round(value, _DECIMALS) + 0.0  # + 0.0 turns -0.0 into 0.0
 
@@ -350,7 +368,8 @@ def _scan_labelled_folder(src: str, format: str, labels: str | None, classes: st
     for parts in found:
         label_file = os.path.join(labels, *parts[:-1], os.path.splitext(parts[-1])[0] + ".txt")
         shapes = _read_yolo(label_file, format, names, classes) if os.path.isfile(label_file) else []
-        items.append(SourceItem(os.path.join(top, *parts), annotation=_annotation(shapes)))
+        items.append(SourceItem(os.path.join(top, *parts), annotation=_annotation(shapes),
+                                pixel_centres=format == "yolo-seg"))
     return Listing(items, names, source, top)
 
 
