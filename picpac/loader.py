@@ -36,7 +36,7 @@ class ImageLoader:
             raise PicPacValueError(f"{where}: cannot decode the image (corrupt, truncated or not an image)") from None
         rng = LazyRng(self.config["seed"], 0, 0, 0)
         sample = self.processor.augment(self.processor.settle(sample, rng), rng)
-        image, _ = self.processor.output(sample)
+        image, _, _ = self.processor.output(sample)
         return image[None]
 
     def load_path(self, path: str | os.PathLike) -> np.ndarray:

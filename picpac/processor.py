@@ -134,19 +134,24 @@ class Processor:
                 raise
         return sample
 
-    def output(self, sample: Sample) -> tuple[np.ndarray, Target]:
-        """The image in the output layout and the task's target for this sample."""
+    def output(self, sample: Sample) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
+        """The image in the output layout, the task's target, and the dense targets of transforms.
+
+        Dense targets are the arrays a transform put in ``sample.extra["dense"]`` (e.g. anchor
+        maps), in the order they were added; each becomes one more batch array.
+        """
         task = self.config["task"]
         if task == "segment" and sample.shapes is not None:
             sample = self.rasterize(sample, None)
         pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
+        dense = tuple(sample.extra.get("dense", {}).values())
         if task == "classify":
-            return pixels, None
+            return pixels, None, dense
         if task == "segment":
             if sample.mask is None:
                 raise SampleError("", sample.record, "has no mask after its transforms (a 'drop' step?)")
-            return pixels, sample.mask
-        return pixels, self._boxes(sample) if task == "detect" else self._points(sample)
+            return pixels, sample.mask, dense
+        return pixels, self._boxes(sample) if task == "detect" else self._points(sample), dense
 
     def _boxes(self, sample: Sample) -> np.ndarray:
         """(n, 5) ``label, x1, y1, x2, y2`` of the non-point shapes, clipped to the image, small ones dropped."""
@@ -168,8 +173,14 @@ class Processor:
         return np.hstack([shapes.labels[keep][inside, None], xy[inside]]).astype(np.float32)
 
     # -- batches ----------------------------------------------------------------------------------
-    def targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
-        """The batch's targets after the images: (labels,), (masks,) or (boxes or points, counts)."""
+    def targets(self, targets: list[Target], labels: np.ndarray, records: list[int],
+                dense: list[tuple[np.ndarray, ...]]) -> tuple:
+        """The batch's arrays after the images: the task's ((labels,), (masks,) or (boxes or points,
+        counts)), then each dense target stacked over the batch."""
+        stacked = tuple(np.stack(arrays) for arrays in zip(*dense)) if dense and dense[0] else ()
+        return self._task_targets(targets, labels, records) + stacked
+
+    def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
         task = self.config["task"]
         if task == "classify":
             return (self._onehot_labels(labels, records) if self.config["onehot"] else labels,)

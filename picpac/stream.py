@@ -92,7 +92,7 @@ class _Pipeline:
     def batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
         batch = self.config["batch"]
-        images: list[tuple[np.ndarray, Any]] = []  # (image, target) per sample
+        images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
         taken = padding = 0
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
@@ -130,15 +130,15 @@ class _Pipeline:
         if self.config["loop"]:
             self.position += taken
 
-    def _assemble(self, samples: list[tuple[np.ndarray, Any]], positions: list[int], pad: int) -> tuple:
-        images = [image for image, _ in samples]
+    def _assemble(self, samples: list[tuple[np.ndarray, Any, tuple]], positions: list[int], pad: int) -> tuple:
+        images = [image for image, _, _ in samples]
         shapes = {image.shape for image in images}
         if len(shapes) > 1:
             raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
                                    f"batch; set {SHAPE_KEYS} to make them equal")
         labels = self._labels[positions].astype(np.float32)
         records = [int(self._records[p]) for p in positions]
-        targets = self.processor.targets([t for _, t in samples], labels, records)
+        targets = self.processor.targets([t for _, t, _ in samples], labels, records, [d for _, _, d in samples])
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
         return (np.stack(images), *targets, int(pad))

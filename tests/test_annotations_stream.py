@@ -198,3 +198,14 @@ def test_yolo_seg_polygons_cover_their_objects(shared_data, tmp_path):
     ious = np.array(ious)
     assert len(ious) > 700
     assert np.median(ious) >= 0.99 and (ious >= 0.9).mean() >= 0.9  # small objects traced coarsely lose a little
+
+
+def test_dense_targets_of_transforms_join_the_batch(db):
+    def heat(sample, rng):
+        w, h = sample.size
+        sample.extra.setdefault("dense", {})["heat"] = np.full((h // 4, w // 4), sample.record, np.float32)
+        return sample
+    with stream(db, task="detect", batch=3, transforms=[heat]) as s:
+        images, boxes, counts, heat_maps, pad = next(s)
+    assert heat_maps.shape == (3, H // 4, W // 4) and heat_maps[:, 0, 0].tolist() == [0, 1, 2]
+    assert boxes.shape == (3, 1, 5) and pad == 0
