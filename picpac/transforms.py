@@ -99,17 +99,14 @@ def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], inte
     when shrinking: no aliasing); anything else is one warpAffine, after an INTER_AREA pre-shrink
     when the map shrinks by more than 2x.
     """
-    a, b, tx = matrix[0]
-    c, d, ty = matrix[1]
+    (a, b, tx), (c, d, ty) = matrix.tolist()
     width, height = size
     h, w = array.shape[:2]
     if b == 0 and c == 0 and a > 0 and d > 0:
-        x0, x1 = -tx / a, (width - tx) / a
-        y0, y1 = -ty / d, (height - ty) / d
-        window = np.array([x0, y0, x1, y1])
-        if np.allclose(window, np.round(window), atol=1e-6) and x0 > -1e-6 and y0 > -1e-6 \
-                and x1 < w + 1e-6 and y1 < h + 1e-6:
-            x0, y0, x1, y1 = (int(v) for v in np.round(window))
+        window = (-tx / a, -ty / d, (width - tx) / a, (height - ty) / d)
+        x0, y0, x1, y1 = (round(v) for v in window)
+        if all(abs(v - r) < 1e-6 for v, r in zip(window, (x0, y0, x1, y1))) \
+                and x0 >= 0 and y0 >= 0 and x1 <= w and y1 <= h:
             crop = array[y0:y1, x0:x1]
             if (x1 - x0, y1 - y0) == size:
                 return crop
