@@ -177,7 +177,7 @@ class Processor:
                 dense: list[tuple[np.ndarray, ...]]) -> tuple:
         """The batch's arrays after the images: the task's ((labels,), (masks,) or (boxes or points,
         counts)), then each dense target stacked over the batch."""
-        stacked = tuple(np.stack(arrays) for arrays in zip(*dense)) if dense and dense[0] else ()
+        stacked = tuple(_stack_rows(arrays) for arrays in zip(*dense)) if dense and dense[0] else ()
         return self._task_targets(targets, labels, records) + stacked
 
     def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
@@ -220,3 +220,18 @@ class Processor:
         else:
             stacked = stacked.astype(np.float32)
         return np.ascontiguousarray(stacked.transpose(0, 3, 1, 2)) if self.channel_first else stacked
+
+
+def _stack_rows(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Stack per-sample arrays; tables that differ only in length (e.g. box_feature) are padded to the
+    longest with rows of label (first column) -1 and zeros, as detection boxes are."""
+    if len({a.shape for a in arrays}) == 1:
+        return np.stack(arrays)
+    if len({a.shape[1:] for a in arrays}) > 1:
+        raise PicPacValueError(f"dense targets of shapes {sorted({a.shape for a in arrays})} cannot be batched; "
+                               "make the images the same size")
+    out = np.zeros((len(arrays), max(len(a) for a in arrays), *arrays[0].shape[1:]), arrays[0].dtype)
+    out[:, :, 0] = -1
+    for i, a in enumerate(arrays):
+        out[i, :len(a)] = a
+    return out

@@ -19,13 +19,13 @@ import cv2
 import numpy as np
 
 from .color import AddColor, Blur, Normalize
+from .dense import BasicKeypoints, BoxFeature, DenseBoxAnchors, DenseCircleAnchors, DensePointAnchors
 from .errors import PicPacTypeError, PicPacValueError
 from .transforms import (BORDERS, Affine, Crop, ErodeMask, Flip, LimitSize, OneOf, Pad, Rasterize, Resize, Rotate,
                          RoundSize, Sample, Scale, SomeOf, Sometimes, apply_all)
 
-# PicPac types we know but cannot build yet (they make targets our stream produces another way)
-UNSUPPORTED = ("anchors.dense.box", "anchors.dense.circle", "anchors.dense.point", "box_feature", "clip_square",
-               "keypoints.basic", "mask", "wave.augment.add", "wave.augment.mul", "wave.augment.scale")
+# PicPac types we know but cannot build yet
+UNSUPPORTED = ("clip_square", "mask", "wave.augment.add", "wave.augment.mul", "wave.augment.scale")
 
 
 # -- small transforms PicPac has and transforms.py does not -------------------------------------
@@ -446,6 +446,86 @@ def _drop(s: Spec, random: bool) -> Any:
     if s.integer("index", 1) != 1:
         raise s.unsupported("index", "dropping a facet other than the annotation, 1")
     return Drop()
+
+
+# -- dense targets (picpac.dense) -------------------------------------------------------------------
+def _annotation_index(s: Spec) -> None:
+    """PicPac's index: the facet holding the annotation; ours is always the sample's shapes (1)."""
+    if s.integer("index", 1) != 1:
+        raise s.unsupported("index", "reading an annotation facet other than 1")
+
+
+def _anchor_keys(s: Spec) -> dict[str, Any]:
+    """The keys every anchors.dense.* type shares (PicPac's DenseAnchors), and the prefix of ours."""
+    _annotation_index(s)
+    if s.flag("weighted", False):
+        raise s.unsupported("weighted", "weighted anchor targets")
+    lower, upper = s.number("lower_th", 0.4), s.number("upper_th", 0.8)
+    if lower > upper:
+        raise s.error(f"lower_th {lower} is above upper_th {upper}")
+    return {"downsize": s.integer("downsize", 1, minimum=1), "lower_th": lower, "upper_th": upper,
+            "params_default": s.number("params_default", 0.0), "prefix": _prefix(s)}
+
+
+def _prefix(s: Spec) -> str:
+    value = s.get("prefix", "")
+    if not isinstance(value, str):
+        raise PicPacTypeError(f"{s}: 'prefix' must be a string, got {value!r}")
+    return value
+
+
+def _priors(s: Spec) -> tuple[tuple[float, float], ...]:
+    """PicPac's priors: a list of [width, height] pairs in pixels (aardvark's format)."""
+    value = s.get("priors", [])
+    if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence):
+        raise PicPacTypeError(f"{s}: 'priors' must be a list of [width, height] pairs, got {value!r}")
+    out = []
+    for prior in value:
+        if isinstance(prior, (str, Mapping)) or not isinstance(prior, Sequence) or len(prior) != 2:
+            raise PicPacTypeError(f"{s}: each prior must be a [width, height] pair, got {prior!r}")
+        w, h = (s.value("priors", v) for v in prior)
+        if w <= 0 or h <= 0:
+            raise s.error(f"each prior must have width and height above 0, got {list(prior)!r}")
+        out.append((w, h))
+    return tuple(out)
+
+
+_ANCHOR_KEYS = ("index", "downsize", "lower_th", "upper_th", "params_default", "weighted", "priors", "prefix")
+
+
+@_builder("anchors.dense.box", *_ANCHOR_KEYS)
+def _anchors_box(s: Spec, random: bool) -> Any:
+    return DenseBoxAnchors(priors=_priors(s), **_anchor_keys(s))
+
+
+def _no_priors(s: Spec) -> None:
+    if _priors(s):
+        raise s.unsupported("priors", f"several priors for {s.kind}; only anchors.dense.box has them")
+
+
+@_builder("anchors.dense.circle", *_ANCHOR_KEYS)
+def _anchors_circle(s: Spec, random: bool) -> Any:
+    _no_priors(s)
+    return DenseCircleAnchors(**_anchor_keys(s))
+
+
+@_builder("anchors.dense.point", *_ANCHOR_KEYS)
+def _anchors_point(s: Spec, random: bool) -> Any:
+    _no_priors(s)
+    return DensePointAnchors(**_anchor_keys(s))
+
+
+@_builder("keypoints.basic", "index", "downsize", "classes", "radius", "prefix")
+def _keypoints_basic(s: Spec, random: bool) -> Any:
+    _annotation_index(s)
+    return BasicKeypoints(downsize=s.integer("downsize", 1, minimum=1), classes=s.integer("classes", 1, minimum=1),
+                          radius=s.number("radius", 0.0, minimum=0), prefix=_prefix(s))
+
+
+@_builder("box_feature", "index", "min_area", "max_boxes", "prefix")
+def _box_feature(s: Spec, random: bool) -> Any:
+    _annotation_index(s)
+    return BoxFeature(min_area=s.number("min_area", 1.0), max_boxes=s.integer("max_boxes", 0), prefix=_prefix(s))
 
 
 # -- building -------------------------------------------------------------------------------------

@@ -332,16 +332,24 @@ def test_unknown_type_suggests_the_closest_and_lists_supported():
     assert "'augment.rotat'" in message and "did you mean 'augment.rotate'?" in message and "[1]" in message
     for kind in BUILDERS:
         assert kind in message
-    with pytest.raises(PicPacValueError, match="unknown type 'frobnicate'; supported types: augment.add"):
+    with pytest.raises(PicPacValueError, match="unknown type 'frobnicate'; supported types: anchors.dense.box, "
+                                               "anchors.dense.circle, anchors.dense.point, augment.add"):
         build([{"type": "frobnicate"}], random=True)
+
+
+@pytest.mark.parametrize("kind", ["clip_square", "mask", "wave.augment.add", "wave.augment.mul", "wave.augment.scale"])
+def test_picpac_types_we_do_not_support_say_so(kind):
+    assert kind in UNSUPPORTED
+    with pytest.raises(PicPacValueError, match=f"PicPac type '{kind}' is not supported yet; supported types: "):
+        build([{"type": kind, "range": 4}], random=True)
 
 
 @pytest.mark.parametrize("kind", ["box_feature", "keypoints.basic", "anchors.dense.box", "anchors.dense.circle",
                                   "anchors.dense.point"])
-def test_picpac_types_we_do_not_support_say_so(kind):
-    assert kind in UNSUPPORTED
-    with pytest.raises(PicPacValueError, match=f"PicPac type '{kind}' is not supported yet; supported types: "):
-        build([{"type": kind, "downsize": 4}], random=True)
+def test_picpacs_dense_target_types_are_supported(kind):
+    """They build from picpac.dense (tests/test_dense.py checks what they make)."""
+    assert kind not in UNSUPPORTED and kind in BUILDERS
+    assert type(build([{"type": kind}], random=True)[0]).__module__ == "picpac.dense"
 
 
 def test_unknown_key_names_key_and_type():
@@ -412,7 +420,7 @@ def test_bad_entries_and_lists():
     with pytest.raises(PicPacTypeError, match="list of specs"):
         build("augment.flip", random=True)
     with pytest.raises(PicPacError):  # every error is one of ours
-        build([{"type": "sometimes", "transforms": [{"type": "anchors.dense.box"}]}], random=True)
+        build([{"type": "sometimes", "transforms": [{"type": "wave.augment.add"}]}], random=True)
 
 
 def test_none_values_count_as_not_given():
