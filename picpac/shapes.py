@@ -61,6 +61,8 @@ class Shapes:
                 shape_parts = _parts(kind, spec["geometry"])
             except (KeyError, TypeError, ValueError) as exc:
                 raise PicPacValueError(f"annotation shape {s} is malformed ({exc!r}); see docs/augment.md") from None
+            if not all(shape_parts):
+                raise PicPacValueError(f"annotation shape {s} ({kind}) has no points")
             parts += shape_parts
             owner += [s] * len(shape_parts)
             kinds.append(kind)
@@ -68,10 +70,12 @@ class Shapes:
             colors.append(color)
             labels.append(color[0])
             tags.append(float(spec["tag"]) if spec.get("tag") is not None else np.nan)
-        lengths = [len(p) for p in parts]
-        points = np.array([xy for p in parts for xy in p], np.float64).reshape(-1, 2) * (width, height)
-        return cls(points, np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64), np.array(owner, np.int64),
-                   kinds, np.array(labels, np.float64), colors, np.array(tags, np.float64))
+        starts = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([len(p) for p in parts], out=starts[1:])
+        points = np.array([xy for p in parts for xy in p], np.float64).reshape(-1, 2)
+        points *= (width, height)
+        return cls(points, starts, np.array(owner, np.int64), kinds, np.array(labels, np.float64), colors,
+                   np.array(tags, np.float64))
 
     def copy(self) -> Shapes:
         return Shapes(self.points.copy(), self.starts, self.owner, self.kinds, self.labels, self.colors, self.tags)
@@ -85,18 +89,20 @@ class Shapes:
 
     def boxes(self) -> np.ndarray:
         """(S, 4) boxes ``x1, y1, x2, y2`` of every shape (exact for ellipses too)."""
-        out = np.empty((len(self), 4))
-        out[:, :2], out[:, 2:] = np.inf, -np.inf
-        for k, s in enumerate(self.owner):
-            pts = self.part(k)
-            if self.kinds[s] == "ellipse":
-                c, u, v = pts[0], pts[1] - pts[0], pts[2] - pts[0]
-                half = np.hypot(u, v)  # per axis: max of u cos t + v sin t
-                lo, hi = c - half, c + half
-            else:
-                lo, hi = pts.min(0), pts.max(0)
-            out[s, :2] = np.minimum(out[s, :2], lo)
-            out[s, 2:] = np.maximum(out[s, 2:], hi)
+        if not len(self):
+            return np.zeros((0, 4))
+        first = self.starts[:-1]
+        part_box = np.hstack([np.minimum.reduceat(self.points, first), np.maximum.reduceat(self.points, first)])
+        for k in np.flatnonzero(np.array([self.kinds[s] == "ellipse" for s in self.owner])):
+            c, u, v = self.part(k)
+            half = np.hypot(u - c, v - c)  # per axis: the largest of u cos t + v sin t
+            part_box[k] = (*(c - half), *(c + half))
+        if len(part_box) == len(self):  # one part per shape: the parts' boxes are the shapes'
+            return part_box
+        out = np.full((len(self), 4), np.inf)
+        out[:, 2:] = -np.inf
+        np.minimum.at(out[:, :2], self.owner, part_box[:, :2])
+        np.maximum.at(out[:, 2:], self.owner, part_box[:, 2:])
         return out
 
     def outlines(self, s: int) -> list[np.ndarray]:
