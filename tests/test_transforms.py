@@ -7,6 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
+from picpac.errors import PicPacValueError
 from picpac.shapes import Shapes
 from picpac.transforms import (Affine, CenterCrop, Crop, ErodeMask, Flip, OneOf, Pad, RandomResizedCrop, Rasterize,
                                Resize, Rotate, Rotate90, Scale, Sample, Sometimes, SomeOf)
@@ -171,3 +172,19 @@ def test_rasterize_modes_and_erode():
     sample = square_sample()
     ErodeMask(radius=1)(sample, None)
     assert extent(sample.mask, 0) == (X0 + 1, Y0 + 1, X1 - 1, Y1 - 1)
+
+
+def test_shape_boxes_ellipses_multipart_and_bad_shapes():
+    doc = {"shapes": [
+        {"type": "ellipse", "geometry": {"x": 0.1, "y": 0.2, "width": 0.4, "height": 0.2}},
+        {"type": "polygons", "geometry": {"polygons": [[{"x": 0.1, "y": 0.1}, {"x": 0.2, "y": 0.3}],
+                                                       [{"x": 0.6, "y": 0.5}, {"x": 0.7, "y": 0.4}]]}},
+    ]}
+    shapes = Shapes.from_json(doc, 100, 50)
+    assert np.allclose(shapes.boxes(), [[10, 10, 50, 20], [10, 5, 70, 25]])
+    shapes.transform(np.array([[0.0, 1, 0], [-1, 0, 100]]))  # a quarter turn of the 100 x 50 image
+    assert np.allclose(shapes.boxes()[0], [10, 50, 20, 90])  # the ellipse's box stays exact
+    with pytest.raises(PicPacValueError, match="shape 0 \\(polygon\\) has no points"):
+        Shapes.from_json({"shapes": [{"type": "polygon", "geometry": {"points": []}}]}, 10, 10)
+    with pytest.raises(PicPacValueError, match="unknown shape type .star."):
+        Shapes.from_json({"shapes": [{"type": "star", "geometry": {}}]}, 10, 10)
