@@ -176,15 +176,23 @@ class LimitSize:
 
 @dataclass(frozen=True)
 class Resize:
-    """Resize to ``width`` x ``height``; with one of them 0, keep the aspect ratio."""
+    """Resize to ``width`` x ``height``; with one of them 0, keep the aspect ratio.
+
+    ``shorter=S`` instead scales so the shorter side is S (torchvision's ``Resize(S)``).
+    """
 
     width: int = 0
     height: int = 0
+    shorter: int = 0
 
     def __call__(self, sample: Sample, rng: Any) -> Sample:
         w, h = sample.size
-        _scale_to(sample, self.width or max(1, round(w * self.height / h)),
-                  self.height or max(1, round(h * self.width / w)))
+        if self.shorter:
+            f = self.shorter / min(w, h)
+            _scale_to(sample, max(1, round(w * f)), max(1, round(h * f)))
+        else:
+            _scale_to(sample, self.width or max(1, round(w * self.height / h)),
+                      self.height or max(1, round(h * self.width / w)))
         return sample
 
 

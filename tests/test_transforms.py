@@ -188,3 +188,9 @@ def test_shape_boxes_ellipses_multipart_and_bad_shapes():
         Shapes.from_json({"shapes": [{"type": "polygon", "geometry": {"points": []}}]}, 10, 10)
     with pytest.raises(PicPacValueError, match="unknown shape type .star."):
         Shapes.from_json({"shapes": [{"type": "star", "geometry": {}}]}, 10, 10)
+
+
+def test_resize_shorter_side():
+    assert Resize(shorter=15)(square_sample(), None).size == (20, 15)
+    tall = Sample(np.zeros((40, 10), np.uint8), 0, 0)
+    assert Resize(shorter=20)(tall, None).size == (20, 80)
