@@ -112,6 +112,10 @@ KEYS: dict[str, Key] = {
     "pad": Key(False, _bool),
     "preload": Key(None, _int(1)),
     "threads": Key(None, _int(1)),
+    "workers": Key(None, _int(1)),
+    "backend": Key("thread", _choice("thread", "process")),
+    "start_method": Key("spawn", _choice("spawn", "fork")),
+    "copy": Key(False, _bool),
     "cache": Key(False, _bool),
     "skip_errors": Key(False, _bool),
     # splits and mixing
@@ -126,6 +130,7 @@ KEYS: dict[str, Key] = {
     "mixin_max": Key(0, _int(0)),
     # decoding and geometry
     "channels": Key(3, _choice(1, 3, -1)),
+    "reduced_decode": Key(True, _bool),
     "resize_width": Key(0, _int(0)),
     "resize_height": Key(0, _int(0)),
     "min_size": Key(0, _int(0)),
@@ -195,6 +200,10 @@ def parse(config: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_together(c: dict[str, Any]) -> None:
+    if c["threads"] is not None and c["workers"] is not None and c["threads"] != c["workers"]:
+        raise PicPacValueError(f"config keys 'threads' ({c['threads']}) and 'workers' ({c['workers']}) are two "
+                               "names of one count (PicPac's and the backend-neutral one); give one")
+    c["workers"] = c["threads"] = c["workers"] if c["workers"] is not None else c["threads"]
     if c["split_fold"] >= c["split"] > 1:
         raise PicPacValueError(f"config key 'split_fold' must be < split={c['split']}, got {c['split_fold']}")
     if c["round_div"] and not 0 <= c["round_mod"] < c["round_div"]:

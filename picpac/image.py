@@ -1,6 +1,7 @@
 """The image layer: decode, measure, shrink and re-encode images with OpenCV."""
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 import cv2
@@ -71,12 +72,71 @@ def encode(img: np.ndarray, ext: str, *, lossless: bool = False) -> bytes:
     return buf.tobytes()
 
 
-_CHANNEL_FLAGS = {1: cv2.IMREAD_GRAYSCALE, 3: cv2.IMREAD_COLOR}
+_CHANNEL_FLAGS = {
+    (1, 1): cv2.IMREAD_GRAYSCALE, (1, 2): cv2.IMREAD_REDUCED_GRAYSCALE_2, (1, 4): cv2.IMREAD_REDUCED_GRAYSCALE_4,
+    (1, 8): cv2.IMREAD_REDUCED_GRAYSCALE_8,
+    (3, 1): cv2.IMREAD_COLOR, (3, 2): cv2.IMREAD_REDUCED_COLOR_2, (3, 4): cv2.IMREAD_REDUCED_COLOR_4,
+    (3, 8): cv2.IMREAD_REDUCED_COLOR_8,
+}
+REDUCTIONS = (8, 4, 2, 1)
+"""The scales libjpeg decodes at directly (1/8 .. 1/1): DCT scaling skips most of the work."""
 
 
-def decode_channels(data: Any, channels: int, rgb: bool) -> np.ndarray | None:
-    """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A)."""
-    img = decode(data, _CHANNEL_FLAGS.get(channels))
+def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1) -> np.ndarray | None:
+    """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A).
+
+    ``reduction`` 2, 4 or 8 decodes a JPEG at that fraction of its size (1 or 3 channels only;
+    other formats decode at full size, which the caller sees from the shape).
+    """
+    img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)))
     if rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
     return img
+
+
+def jpeg_size(data: Any) -> tuple[int, int] | None:
+    """(width, height) of a JPEG as shown (EXIF orientation applied), read from its header alone.
+
+    None when ``data`` is no JPEG or the header is not understood: the caller then decodes it.
+    """
+    b = memoryview(data).cast("B")
+    if len(b) < 4 or b[0] != 0xFF or b[1] != 0xD8:
+        return None
+    i, orientation = 2, 1
+    try:
+        while i + 4 <= len(b):
+            if b[i] != 0xFF:
+                return None
+            marker = b[i + 1]
+            if marker == 0xFF:  # fill byte
+                i += 1
+                continue
+            length = (b[i + 2] << 8) | b[i + 3]
+            if marker == 0xE1 and bytes(b[i + 4:i + 10]) == b"Exif\0\0":
+                orientation = _exif_orientation(bytes(b[i + 10:i + 2 + length]))
+            elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # start of frame
+                height, width = (b[i + 5] << 8) | b[i + 6], (b[i + 7] << 8) | b[i + 8]
+                if not width or not height:
+                    return None
+                return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+            elif marker == 0xDA:  # scan data before any frame header
+                return None
+            i += 2 + length
+    except IndexError:
+        return None
+    return None
+
+
+def _exif_orientation(tiff: bytes) -> int:
+    """The Orientation tag (0x0112) of EXIF's first IFD, 1 when absent or unreadable."""
+    try:
+        order = {b"II": "<", b"MM": ">"}[tiff[:2]]
+        (offset,) = struct.unpack_from(order + "I", tiff, 4)
+        (count,) = struct.unpack_from(order + "H", tiff, offset)
+        for k in range(count):
+            tag, _, _, value = struct.unpack_from(order + "HHIH", tiff, offset + 2 + 12 * k)
+            if tag == 0x0112:
+                return value if 1 <= value <= 8 else 1
+    except (KeyError, struct.error):
+        pass
+    return 1

@@ -7,6 +7,7 @@ the task's targets (label, rasterized mask, boxes or keypoints) and the output l
 """
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import cv2
@@ -84,45 +85,54 @@ class Processor:
 
     # -- steps ------------------------------------------------------------------------------------
     def decode(self, fields: dict[str, Any], label: float, record: int, where: str) -> Sample:
-        """The sample of a record's fields: the decoded image and, as configured, its annotation."""
+        """The sample of a record's fields: its image and, as configured, its annotation.
+
+        A JPEG decoded to 1 or 3 channels is deferred: its size comes from the header, and it is
+        decoded when the pixels are first read, at the smallest scale the planned geometry allows.
+        """
         if "image" not in fields:
             raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
-        pixels = image.decode_channels(fields["image"], self.config["channels"], self.rgb)
-        if pixels is None:
-            raise SampleError(where, record, "cannot decode its image")
-        sample = Sample(pixels, label, record, extra={"colorspace": self.config["colorspace"]})
+        data, channels = fields["image"], self.config["channels"]
+        extra = {"colorspace": self.config["colorspace"], "source": where}
+        size = image.jpeg_size(data) if channels in (1, 3) and self.config["reduced_decode"] else None
+        if size is not None:
+            sample = Sample(None, label, record, extra=extra, size=size,
+                            decoder=partial(image.decode_channels, data, channels, self.rgb))
+        else:
+            pixels = image.decode_channels(data, channels, self.rgb)
+            if pixels is None:
+                raise SampleError(where, record, "cannot decode its image")
+            sample = Sample(pixels, label, record, extra=extra)
         annotate = self.config["annotate"]
         if annotate == "json":
-            sample.shapes = self._shapes(fields, pixels, record, where)
+            sample.shapes = self._shapes(fields, sample.size, record, where)
         elif annotate == "image":
-            sample.mask = self._mask(fields, pixels, record, where)
+            sample.mask = self._mask(fields, sample.size, record, where)
         return sample
 
-    def _shapes(self, fields: dict[str, Any], pixels: np.ndarray, record: int, where: str) -> Shapes:
+    def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
         if "annotation" not in fields:
             raise SampleError(where, record, "has no 'annotation' field for annotate='json'")
         try:
-            return Shapes.from_json(fields["annotation"], pixels.shape[1], pixels.shape[0])
+            return Shapes.from_json(fields["annotation"], *size)
         except (PicPacValueError, ValueError) as exc:
             raise SampleError(where, record, f"has a bad annotation: {exc}") from None
 
-    def _mask(self, fields: dict[str, Any], pixels: np.ndarray, record: int, where: str) -> np.ndarray:
+    def _mask(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> np.ndarray:
         name = "mask" if "mask" in fields else "annotation"
         if name not in fields:
             raise SampleError(where, record, "has no 'mask' field for annotate='image'")
         mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
         if mask is None:
             raise SampleError(where, record, f"cannot decode its {name!r} image")
-        if mask.shape[:2] != pixels.shape[:2]:
+        if (mask.shape[1], mask.shape[0]) != size:
             raise SampleError(where, record, f"has a {mask.shape[1]}x{mask.shape[0]} mask for a "
-                                             f"{pixels.shape[1]}x{pixels.shape[0]} image")
+                                             f"{size[0]}x{size[1]} image")
         return mask
 
     def settle(self, sample: Sample, rng: Any) -> Sample:
-        """The deterministic geometry keys (what ``cache=True`` keeps), resampled."""
-        sample = apply_all(self.fixed, sample, rng)
-        sample.image  # settle the pending warp so a cached sample is ready to use
-        return sample
+        """The deterministic geometry keys (what ``cache=True`` keeps, resampled by its copy)."""
+        return apply_all(self.fixed, sample, rng)
 
     def augment(self, sample: Sample, rng: Any) -> Sample:
         """The random steps, in order; an exception from user code gets a note naming the record."""

@@ -3,7 +3,9 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import weakref
+from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
@@ -12,6 +14,7 @@ import numpy as np
 from .config import parse
 from .errors import PicPacError, PicPacTypeError, PicPacValueError
 from .flow import ordered_map
+from .processes import ProcessPool, pack_recipe, shared_batches
 from .reader import Reader
 from .sampling import Sampler, assign_folds, select
 from .processor import LazyRng, Processor
@@ -19,6 +22,55 @@ from .transforms import Sample
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
+KEEP = 2
+"""backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
+
+
+class _Loader:
+    """One sample from its record: the per-sample work of both backends.
+
+    Picklable (its readers reopen by path), so a worker process builds its own from the same state.
+    """
+
+    def __init__(self, readers: list[Reader], config: dict[str, Any]):
+        self.readers, self.config = readers, config
+        self.processor = Processor(config)
+        self.cache: dict[tuple[int, int], Sample] | None = {} if config["cache"] else None
+
+    def __call__(self, epoch: int, source: int, record: int, label: float) -> tuple[np.ndarray, Any, tuple]:
+        rng = LazyRng(self.config["seed"], epoch, source, record)
+        cached = None if self.cache is None else self.cache.get((source, record))
+        if cached is None:
+            reader = self.readers[source]
+            sample = self.processor.decode(reader[record].fields, label, record, reader.path)
+            sample = self.processor.settle(sample, rng)
+            if self.cache is not None:
+                self.cache[source, record] = sample.copy()
+        else:
+            sample = cached.copy()
+        return self.processor.output(self.processor.augment(sample, rng))
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"readers": self.readers, "config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["readers"], state["config"])
+
+
+class _ProcessWork:
+    """A worker process's work: ``work(task) -> (image, (target, dense))``; ``build`` is its recipe
+    (the object arrives pickled, its loader rebuilt, so the recipe has nothing left to do)."""
+
+    def __init__(self, loader: _Loader):
+        self.loader = loader
+
+    def build(self) -> _ProcessWork:
+        return self
+
+    def __call__(self, task: tuple) -> tuple[np.ndarray, tuple]:
+        _, _, epoch, source, record, label = task
+        image, target, dense = self.loader(epoch, source, record, label)
+        return image, (target, dense)
 
 
 class _Pipeline:
@@ -29,8 +81,9 @@ class _Pipeline:
 
     def __init__(self, path: str | os.PathLike, config: dict[str, Any]):
         self._readers: list[Reader] = []
+        self._workers: ProcessPool | None = None  # backend='process': kept from one pass to the next
         c = self.config = config
-        self.threads = c["threads"] or os.cpu_count() or 1
+        self.threads = c["workers"] or os.cpu_count() or 1
         self.preload = c["preload"] or max(16 * self.threads, c["batch"])
         # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
         self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
@@ -39,11 +92,14 @@ class _Pipeline:
             self._build_pool()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
+            self.loader = _Loader(self._readers, c)
+            # pickled once, now: an unpicklable transform fails here, not in a worker
+            self._recipe = pack_recipe(_ProcessWork(self.loader).build, c["start_method"]) \
+                if c["backend"] == "process" else None
         except BaseException:
             self.close()
             raise
-        self.processor = Processor(c)
-        self._cache: dict[tuple[int, int], Sample] | None = {} if c["cache"] else None
+        self.processor = self.loader.processor
         self.position = 0  # samples of the endless stream consumed so far (loop=True)
         self.passes = 0  # passes started (loop=False)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": []}
@@ -73,24 +129,19 @@ class _Pipeline:
         self._records, self._sources, self._labels = records, sources, labels
 
     # -- one sample (on a worker thread) ---------------------------------------------------------
-    def _load(self, key: tuple[int, int]) -> tuple[np.ndarray, Any]:
+    def _load(self, key: tuple[int, int]) -> tuple[np.ndarray, Any, tuple]:
         position, epoch = key
-        source, record = int(self._sources[position]), int(self._records[position])
-        rng = LazyRng(self.config["seed"], epoch, source, record)
-        cached = None if self._cache is None else self._cache.get((source, record))
-        if cached is None:
-            reader = self._readers[source]
-            sample = self.processor.decode(reader[record].fields, float(self._labels[position]), record, reader.path)
-            sample = self.processor.settle(sample, rng)
-            if self._cache is not None:
-                self._cache[source, record] = sample.copy()
-        else:
-            sample = cached.copy()
-        return self.processor.output(self.processor.augment(sample, rng))
+        return self.loader(epoch, int(self._sources[position]), int(self._records[position]),
+                           float(self._labels[position]))
 
     # -- batches ---------------------------------------------------------------------------------
     def batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
+        if self.config["backend"] == "process":
+            return self._process_batches(keys, real)
+        return self._thread_batches(keys, real)
+
+    def _thread_batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
         batch = self.config["batch"]
         images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
@@ -110,16 +161,63 @@ class _Pipeline:
                 positions.append(position)
                 padding += real is not None and index >= real
                 if len(images) == batch:
-                    out = self._assemble(images, positions, padding)
+                    out = self._assemble(*zip(*images), positions, padding)
                     self._advance(taken)
                     images, positions, taken, padding = [], [], 0, 0
                     yield out
             if images:
-                out = self._assemble(images, positions, padding)
+                out = self._assemble(*zip(*images), positions, padding)
                 self._advance(taken)
                 yield out
         finally:
             work.close()
+
+    def _process_batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
+        """The same batches, from worker processes writing the images into shared memory."""
+        c = self.config
+        if self._workers is None or self._workers.closed:
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+        tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
+                  float(self._labels[position])) for index, (position, epoch) in enumerate(keys))
+        batches = shared_batches(self._workers, tasks, c["batch"], self.preload, self._on_error, keep=KEEP)
+        views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
+        try:
+            for shared in batches:
+                positions = [task[1] for task in shared.items]
+                padding = sum(real is not None and task[0] >= real for task in shared.items)
+                images = shared.arrays
+                shared_view = isinstance(images, np.ndarray)
+                if c["copy"] and shared_view:
+                    images, shared_view = images.copy(), False
+                out = self._assemble(images, *zip(*shared.extras), positions, padding)
+                self._advance(shared.taken)
+                views.append(weakref.ref(out[0]) if shared_view else None)
+                del images, shared
+                yield out
+                del out
+                if len(views) == KEEP and views[0] is not None and views[0]() is not None:
+                    self._warn_kept()
+                    views[0] = None
+        except BaseException:  # break, close, an error, Ctrl-C: stop the workers and free the memory
+            self.stop_workers()
+            raise
+        finally:
+            batches.close()
+
+    def _warn_kept(self) -> None:
+        warnings.warn("picpac: a batch from backend='process' is still referenced while its shared memory is "
+                      f"reused, so its images change under you: use a batch's images before asking for {KEEP} "
+                      "more batches, or set copy=True to keep batches", RuntimeWarning, stacklevel=4)
+
+    def _on_error(self, task: tuple, exc: BaseException) -> None:
+        if not (self.config["skip_errors"] and isinstance(exc, PicPacError)):
+            raise exc
+        self._skip(exc)
+
+    def stop_workers(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = None
 
     def _skip(self, exc: PicPacError) -> None:
         self.stats["skipped"] += 1
@@ -130,18 +228,20 @@ class _Pipeline:
         if self.config["loop"]:
             self.position += taken
 
-    def _assemble(self, samples: list[tuple[np.ndarray, Any, tuple]], positions: list[int], pad: int) -> tuple:
-        images = [image for image, _, _ in samples]
-        shapes = {image.shape for image in images}
-        if len(shapes) > 1:
-            raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
-                                   f"batch; set {SHAPE_KEYS} to make them equal")
+    def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
+        """A batch from its images (a list of arrays, or one array already stacked) and per-sample targets."""
+        if not isinstance(images, np.ndarray):
+            shapes = {image.shape for image in images}
+            if len(shapes) > 1:
+                raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
+                                       f"batch; set {SHAPE_KEYS} to make them equal")
+            images = np.stack(images)
         labels = self._labels[positions].astype(np.float32)
         records = [int(self._records[p]) for p in positions]
-        targets = self.processor.targets([t for _, t, _ in samples], labels, records, [d for _, _, d in samples])
+        targets = self.processor.targets(list(targets), labels, records, list(dense))
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
-        return (np.stack(images), *targets, int(pad))
+        return (images, *targets, int(pad))
 
     def order(self) -> tuple[Iterator[tuple[int, int]], int | None]:
         """The keys of the next iteration: the endless stream from its position, or the next pass."""
@@ -167,6 +267,7 @@ class _Pipeline:
         return not self._readers
 
     def close(self) -> None:
+        self.stop_workers()
         for reader in self._readers:
             reader.close()
         self._readers = []

@@ -7,13 +7,15 @@ are built from these classes; user transforms plug in the same way.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import cv2
 import numpy as np
 
-from .errors import PicPacValueError
+from .errors import PicPacValueError, SampleError
+from .image import REDUCTIONS
 from .shapes import Shapes
 
 
@@ -23,16 +25,23 @@ class Sample:
     Geometric transforms call :meth:`warp`; warps compose into one pending affine map, applied to
     the image (bilinear) and mask (nearest) only when ``image`` or ``mask`` is read, so a chain
     of geometric steps resamples the pixels once and shapes stay exact.
+
+    The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
+    when the pixels are read, by ``d(reduction)`` at 1/1, 1/2, 1/4 or 1/8 scale: the smallest
+    decode that still has at least the resolution the pending map needs.
     """
 
-    __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border")
+    __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border",
+                 "_decoder", "_source_size")
 
-    def __init__(self, image: np.ndarray, label: float, record: int, *, mask: np.ndarray | None = None,
-                 shapes: Shapes | None = None, extra: dict[str, Any] | None = None):
+    def __init__(self, image: np.ndarray | None, label: float, record: int, *, mask: np.ndarray | None = None,
+                 shapes: Shapes | None = None, extra: dict[str, Any] | None = None,
+                 size: tuple[int, int] | None = None, decoder: Callable[[int], np.ndarray | None] | None = None):
         self._image, self._mask, self.shapes = image, mask, shapes
         self.label, self.record, self.extra = label, record, {} if extra is None else extra
         self._matrix: np.ndarray | None = None
-        self._size = (image.shape[1], image.shape[0])
+        self._size = (image.shape[1], image.shape[0]) if image is not None else size
+        self._source_size, self._decoder = self._size, decoder
         self._border = (cv2.BORDER_CONSTANT, 0)
 
     @property
@@ -56,8 +65,12 @@ class Sample:
 
     @property
     def image(self) -> np.ndarray:
+        if self._image is None:
+            self._image, image_matrix = self._decode()
+        else:
+            image_matrix = self._matrix
         if self._matrix is not None:
-            self._image = _resample(self._image, self._matrix, self._size, cv2.INTER_LINEAR, *self._border)
+            self._image = _resample(self._image, image_matrix, self._size, cv2.INTER_LINEAR, *self._border)
             if self._mask is not None:
                 self._mask = _resample(self._mask, self._matrix, self._size, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 0)
             self._matrix = None
@@ -79,11 +92,36 @@ class Sample:
         self.image
         self._mask = value
 
+    def _decode(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Decode the deferred image at the largest reduction the pending map allows; the map for it."""
+        reduction = 1
+        if self._matrix is not None:
+            largest = np.linalg.svd(self._matrix[:, :2], compute_uv=False)[0]  # output px per source px
+            reduction = next(r for r in REDUCTIONS if largest * r <= 1 + 1e-9 or r == 1)
+        width, height = self._source_size
+        for r in (reduction, 1) if reduction > 1 else (1,):
+            pixels = self._decoder(r)
+            if pixels is None:
+                raise SampleError(self.extra.get("source", "sample"), self.record, "cannot decode its image")
+            h, w = pixels.shape[:2]
+            if abs(w - width / r) < 1 and abs(h - height / r) < 1:
+                break
+        else:
+            raise SampleError(self.extra.get("source", "sample"), self.record,
+                              f"decodes to {w}x{h}, but its header says {width}x{height}")
+        if (w, h) == (width, height):
+            return pixels, self._matrix
+        to_source = np.array([[width / w, 0, 0], [0, height / h, 0]])
+        return pixels, _compose(self._matrix if self._matrix is not None else _IDENTITY, to_source)
+
     def copy(self) -> Sample:
         """An independent sample (arrays are shared: transforms replace arrays, never write into them)."""
         out = Sample(self.image, self.label, self.record, mask=self._mask,
                      shapes=None if self.shapes is None else self.shapes.copy(), extra=dict(self.extra))
         return out
+
+
+_IDENTITY = np.array([[1.0, 0, 0], [0, 1.0, 0]])
 
 
 def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
