@@ -78,14 +78,16 @@ _CHANNEL_FLAGS = {
     (3, 1): cv2.IMREAD_COLOR, (3, 2): cv2.IMREAD_REDUCED_COLOR_2, (3, 4): cv2.IMREAD_REDUCED_COLOR_4,
     (3, 8): cv2.IMREAD_REDUCED_COLOR_8,
 }
-REDUCTIONS = (8, 4, 2, 1)
-"""The scales libjpeg decodes at directly (1/8 .. 1/1): DCT scaling skips most of the work."""
+REDUCTIONS = (4, 2, 1)
+"""The scales a JPEG is decoded at (1/4, 1/2, 1/1): libjpeg's DCT scaling skips most of the work.
+Its 1/8 scale is left out: it keeps only each block's DC term (32.6 dB against an area-averaged
+full decode where 1/4 gives 53.7 dB) and decoded no faster than 1/4 here."""
 
 
 def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1) -> np.ndarray | None:
     """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A).
 
-    ``reduction`` 2, 4 or 8 decodes a JPEG at that fraction of its size (1 or 3 channels only;
+    ``reduction`` 2 or 4 decodes a JPEG at that fraction of its size (1 or 3 channels only;
     other formats decode at full size, which the caller sees from the shape).
     """
     img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)))

@@ -27,7 +27,7 @@ class Sample:
     of geometric steps resamples the pixels once and shapes stay exact.
 
     The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
-    when the pixels are read, by ``d(reduction)`` at 1/1, 1/2, 1/4 or 1/8 scale: the smallest
+    when the pixels are read, by ``d(reduction)`` at 1/1, 1/2 or 1/4 scale: the smallest
     decode that still has at least the resolution the pending map needs.
     """
 
@@ -109,9 +109,11 @@ class Sample:
         else:
             raise SampleError(self.extra.get("source", "sample"), self.record,
                               f"decodes to {w}x{h}, but its header says {width}x{height}")
-        if (w, h) == (width, height):
+        if r == 1:
             return pixels, self._matrix
-        to_source = np.array([[width / w, 0, 0], [0, height / h, 0]])
+        # libjpeg's 1/r decode makes pixel j of block [r j, r j + r): exactly r, even where the last
+        # block sticks out of the image (a width of ceil(W / r))
+        to_source = np.array([[r, 0, 0], [0, r, 0]], np.float64)
         return pixels, _compose(self._matrix if self._matrix is not None else _IDENTITY, to_source)
 
     def copy(self) -> Sample:
