@@ -135,23 +135,26 @@ def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], inte
               fill: float) -> np.ndarray:
     """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
 
-    A pure scale and integer-aligned crop inside the image is a slice plus cv2.resize (INTER_AREA
-    when shrinking: no aliasing); anything else is one warpAffine, after an INTER_AREA pre-shrink
-    when the map shrinks by more than 2x.
+    An axis-aligned map of an integer-aligned window inside the image (crops, scales, flips) is a
+    slice, cv2.resize (INTER_AREA when shrinking: no aliasing) and cv2.flip; anything else is one
+    warpAffine, after an INTER_AREA pre-shrink when the map shrinks by more than 2x.
     """
     (a, b, tx), (c, d, ty) = matrix.tolist()
     width, height = size
     h, w = array.shape[:2]
-    if b == 0 and c == 0 and a > 0 and d > 0:
-        window = (-tx / a, -ty / d, (width - tx) / a, (height - ty) / d)
+    if b == 0 and c == 0 and a and d:  # axis-aligned, maybe mirrored
+        xs, ys = sorted((-tx / a, (width - tx) / a)), sorted((-ty / d, (height - ty) / d))
+        window = (xs[0], ys[0], xs[1], ys[1])
         x0, y0, x1, y1 = (round(v) for v in window)
         if all(abs(v - r) < 1e-6 for v, r in zip(window, (x0, y0, x1, y1))) \
                 and x0 >= 0 and y0 >= 0 and x1 <= w and y1 <= h:
-            crop = array[y0:y1, x0:x1]
-            if (x1 - x0, y1 - y0) == size:
-                return crop
-            shrink = interpolation == cv2.INTER_LINEAR and width * height < crop.shape[0] * crop.shape[1]
-            return cv2.resize(crop, size, interpolation=cv2.INTER_AREA if shrink else interpolation)
+            out = array[y0:y1, x0:x1]
+            if (x1 - x0, y1 - y0) != size:
+                shrink = interpolation == cv2.INTER_LINEAR and width * height < out.shape[0] * out.shape[1]
+                out = cv2.resize(out, size, interpolation=cv2.INTER_AREA if shrink else interpolation)
+            if a < 0 or d < 0:
+                out = cv2.flip(out, -1 if a < 0 and d < 0 else 1 if a < 0 else 0)
+            return out
     scale = np.sqrt(abs(a * d - b * c))
     if interpolation == cv2.INTER_LINEAR and scale < 0.5:
         r = 2 * scale

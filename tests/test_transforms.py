@@ -194,3 +194,17 @@ def test_resize_shorter_side():
     assert Resize(shorter=15)(square_sample(), None).size == (20, 15)
     tall = Sample(np.zeros((40, 10), np.uint8), 0, 0)
     assert Resize(shorter=20)(tall, None).size == (20, 80)
+
+
+def test_fast_path_flips_equal_the_general_warp():
+    """Crop + scale + flip goes through slice/resize/flip; it must equal warpAffine's result."""
+    from picpac.transforms import _resample
+    rng = np.random.default_rng(3)
+    image = rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)
+    for a, d in ((-1, 1), (1, -1), (-1, -1)):
+        matrix = np.array([[a * 1.0, 0, 30 if a < 0 else -10], [0, d * 1.0, 20 if d < 0 else -5]])
+        fast = _resample(image, matrix, (30, 20), cv2.INTER_LINEAR, cv2.BORDER_CONSTANT, 0)
+        m = matrix.copy()
+        m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5
+        slow = cv2.warpAffine(image, m, (30, 20), flags=cv2.INTER_LINEAR)
+        assert (fast == slow).all(), (a, d)
