@@ -3,7 +3,7 @@ __version__ = "0.1.0"
 
 from .errors import (CorruptError, CorruptRecordError, FormatError, ImportFailedError, MissingPathError,
                      PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError, VersionError,
-                     WriterBusyError)
+                     WorkerError, WriterBusyError)
 from .format import NO_GROUP
 from .loader import ImageLoader
 from .reader import Reader, Record
@@ -12,6 +12,6 @@ from .writer import Writer
 
 __all__ = [
     "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "Writer",
+    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
     "WriterBusyError", "__version__",
 ]

@@ -53,6 +53,10 @@ class SampleError(PicPacError):
         return type(self), (self.path, self.index, self.reason)
 
 
+class WorkerError(PicPacError):
+    """A worker process died, could not start, or raised an exception that cannot be sent back."""
+
+
 class WriterBusyError(PicPacError):
     """Another Writer holds the database open for appending."""
 

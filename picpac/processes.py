@@ -9,7 +9,7 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
 * each worker has its own duplex pipe: tasks go down, small results come back; the consumer waits
   on the pipes *and* the process sentinels, so a worker that dies (even by SIGKILL) is noticed at
   once and reported as :class:`WorkerError` naming it;
-* ``shared_batches`` has the workers write each result array straight into a ring of batch
+* ``SharedBatches`` has the workers write each result array straight into a ring of batch
   buffers in one POSIX shared-memory block (``/dev/shm/picpac_<pid>_...``); the consumer gets
   NumPy views of whole batches, so image arrays are never pickled;
 * an exception in a worker comes back with its own type (pickled; :class:`WorkerError` when that
@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import PicPacError, PicPacTypeError, PicPacValueError
+from .errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
 from .flow import Outcome
 
 try:
@@ -62,10 +62,6 @@ PER_WORKER = 64
 TASK, ARENA = 0, 1
 # worker -> consumer: (OK, seq, array | None, extra), (ERROR, seq, packed), (FATAL, None, packed), (READY,)
 OK, ERROR, FATAL, READY = 0, 1, 2, 3
-
-
-class WorkerError(PicPacError):
-    """A worker process died, could not start, or raised an exception that cannot be sent back."""
 
 
 # -- shared memory ---------------------------------------------------------------------------------
@@ -198,8 +194,7 @@ def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, d
 
 
 def _serve(conn: connection.Connection, work: Callable[[Any], Any], parent: int, shaped: bool) -> None:
-    block: _Block | None = None
-    arena: np.ndarray | None = None
+    arena: np.ndarray | None = None  # the pool's shared array, once announced (one per pool)
     while True:
         while not conn.poll(1.0):
             if os.getppid() != parent:  # the consumer died (no death signal on this platform)
@@ -208,13 +203,9 @@ def _serve(conn: connection.Connection, work: Callable[[Any], Any], parent: int,
         if message is None:
             return
         if message[0] == ARENA:
-            arena = None  # drop the view before the old mapping
-            if block is not None:
-                block.mmap.close()
             _, name, shape, dtype = message
             dtype = np.dtype(dtype)
-            block = _Block(name, max(1, math.prod(shape) * dtype.itemsize), create=False)
-            arena = block.array(shape, dtype)
+            arena = _Block(name, max(1, math.prod(shape) * dtype.itemsize), create=False).array(shape, dtype)
             continue
         _, seq, item, slot = message
         try:
@@ -300,8 +291,8 @@ def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str) -> Any:
 class ProcessPool:
     """``workers`` processes, each running ``work = recipe()`` on the items submitted to it.
 
-    ``submit(seq, item, slot)`` hands an item to the least loaded worker; ``result(seq)`` blocks until
-    that item's reply is in (``(OK, array | None, extra)`` or ``(ERROR, exception)``), raising
+    ``seq = submit(item, slot)`` hands an item to the least loaded worker; ``result(seq)`` blocks
+    until that item's reply is in (``(OK, array | None, extra)`` or ``(ERROR, exception)``), raising
     :class:`WorkerError` as soon as any worker dies. With ``shaped=True`` the work returns
     ``(array, extra)`` and the array is written into ``arena()[slot]`` when it fits (else it comes
     back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
@@ -318,8 +309,9 @@ class ProcessPool:
         self._finalizer = weakref.finalize(self, _teardown, self._state)
         self._load = [0] * workers
         self._ready = [False] * workers
-        self._owner: dict[int, int] = {}
+        self._owner: dict[int, int] = {}  # seq -> worker, for the tasks not collected yet
         self._done: dict[int, tuple] = {}
+        self._seq = itertools.count()
         self._arena: np.ndarray | None = None
         ctx = mp.get_context(method)
         main = threading.current_thread() is threading.main_thread()
@@ -361,20 +353,24 @@ class ProcessPool:
     def closed(self) -> bool:
         return not self._finalizer.alive
 
+    @property
+    def pending(self) -> int:
+        """Tasks submitted and not yet collected with ``result()``."""
+        return len(self._owner)
+
     def can_submit(self) -> bool:
         return min(self._load) < PER_WORKER
 
     def arena(self, shape: tuple[int, ...], dtype: Any, slots: int) -> np.ndarray:
-        """The shared ``(slots, *shape)`` array the workers write into, made (and announced) on first use;
-        a call with another layout replaces it (the old block is unlinked; views of it stay valid)."""
+        """The shared ``(slots, *shape)`` array the workers write into (``submit(item, slot)``), made
+        and announced to the workers on the first call; one layout per pool."""
         dtype = np.dtype(dtype)
         full = (slots, *shape)
-        if self._arena is not None and self._arena.shape == full and self._arena.dtype == dtype:
-            return self._arena
         if self._arena is not None:
-            self._arena = None
-            old = self._state.blocks.pop()
-            old.unlink()
+            if self._arena.shape != full or self._arena.dtype != dtype:
+                raise PicPacError(f"this pool's shared array is {self._arena.shape} {self._arena.dtype}, "
+                                  f"not {full} {dtype}: one layout per pool")
+            return self._arena
         block = _Block.create(max(1, math.prod(full) * dtype.itemsize))
         self._state.blocks.append(block)
         self._arena = block.array(full, dtype)
@@ -383,11 +379,14 @@ class ProcessPool:
         return self._arena
 
     # -- work --------------------------------------------------------------------------------------
-    def submit(self, seq: int, item: Any, slot: int = -1) -> None:
+    def submit(self, item: Any, slot: int = -1) -> int:
+        """Hand ``item`` to the least loaded worker; returns its number for ``result()``."""
+        seq = next(self._seq)
         i = min(range(self.workers), key=self._load.__getitem__)
         self._send(i, (TASK, seq, item, slot))
         self._load[i] += 1
         self._owner[seq] = i
+        return seq
 
     def result(self, seq: int) -> tuple:
         while seq not in self._done:
@@ -403,20 +402,21 @@ class ProcessPool:
 
     def _poll(self) -> None:
         ready = connection.wait(self._conns + list(self._sentinels), None)
-        for obj in ready:
-            if isinstance(obj, int):
-                self._died(self._sentinels[obj])
-        for conn in ready:
-            if isinstance(conn, int):
-                continue
-            i = self._index[id(conn)]
-            try:
-                while True:
-                    self._handle(i, conn.recv())
-                    if not conn.poll():
-                        break
-            except (EOFError, OSError):
-                self._died(i)
+        for conn in ready:  # messages first: a worker's last words come before its death
+            if not isinstance(conn, int):
+                self._drain(self._index[id(conn)])
+        for sentinel in ready:
+            if isinstance(sentinel, int):
+                self._died(self._sentinels[sentinel])
+
+    def _drain(self, i: int) -> None:
+        """Handle every message waiting on worker ``i``'s pipe."""
+        conn = self._conns[i]
+        try:
+            while conn.poll():
+                self._handle(i, conn.recv())
+        except (EOFError, OSError):
+            self._died(i, drained=True)
 
     def _handle(self, i: int, message: tuple) -> None:
         kind = message[0]
@@ -434,7 +434,9 @@ class ProcessPool:
     def _who(self, i: int) -> str:
         return f"picpac worker {i} of {self.workers} (pid {self._state.procs[i].pid})"
 
-    def _died(self, i: int) -> None:
+    def _died(self, i: int, drained: bool = False) -> None:
+        if not drained:
+            self._drain(i)  # raises what the worker sent before it went (a start-up failure)
         p = self._state.procs[i]
         p.join(1.0)
         code = p.exitcode
@@ -477,15 +479,12 @@ def process_map(recipe: Callable[[], Callable[[Any], Any]], items: Iterable[Any]
     try:
         todo = iter(items)
         inflight: deque[tuple[int, Any]] = deque()
-        seq = itertools.count()
         while True:
             while len(inflight) < window and pool.can_submit():
                 item = next(todo, _END)
                 if item is _END:
                     break
-                n = next(seq)
-                pool.submit(n, item)
-                inflight.append((n, item))
+                inflight.append((pool.submit(item), item))
             if not inflight:
                 return
             n, item = inflight.popleft()
@@ -499,7 +498,7 @@ _END = object()
 
 
 class SharedBatch(NamedTuple):
-    """One batch of ``shared_batches``."""
+    """One batch of ``SharedBatches``."""
 
     arrays: np.ndarray | list[np.ndarray]
     """``(n, *shape)`` view into the shared ring; a list of the samples' arrays when some did not fit it."""
@@ -511,84 +510,97 @@ class SharedBatch(NamedTuple):
     """Items consumed for this batch, skipped ones included."""
 
 
-def shared_batches(pool: ProcessPool, items: Iterable[Any], batch: int, window: int,
-                   on_error: Callable[[Any, BaseException], None] | None = None,
-                   keep: int = 1) -> Iterator[SharedBatch]:
-    """Batches of ``batch`` results in input order, the arrays written by the workers into shared memory.
+class SharedBatches:
+    """Batches of ``batch`` results in input order, the arrays written by ``pool``'s workers into shared memory.
 
-    The ring has ``keep + 1 + ceil(window / batch)`` batch buffers, made from the first array that
-    comes back (until then at most one item per worker is in flight). Each item goes to the place
-    of its batch where it will be delivered; a yielded batch's buffer is reused only after ``keep``
-    more batches were asked for, so it stays valid until then. An array of another shape or dtype
-    comes back pickled and the batch is delivered as a list. ``on_error(item, exception)`` raises to
-    stop or returns to skip the item (default: raise); after a skip, the items already in flight
-    are moved down one place and no new ones start until they are in, so batches stay contiguous.
+    ``SharedBatches(pool, batch, window, keep)(items, on_error)`` yields :class:`SharedBatch` es; call
+    it again for the next pass (on the same ring, its buffers counted on from the last pass). The
+    ring has ``keep + ceil(window / batch)`` batch buffers, made from the first array that comes
+    back (until then at most one item per worker is in flight). Each item goes to the place of its
+    batch where it will be delivered; a yielded batch's buffer is reused only once ``keep`` more
+    batches were asked for, so it stays valid until then. An array of another shape or dtype than
+    the first comes back pickled, and its batch is delivered as a list. ``on_error(item, exception)``
+    raises to stop or returns to skip the item (default: raise); after a skip, the items already in
+    flight are moved down one place and none start until they are in, so batches stay contiguous.
+    A run left early (``close()`` on its generator) leaves items in flight: close the pool then.
     """
-    if batch < 1 or window < 1 or keep < 1:
-        raise PicPacValueError(f"batch, window and keep must be >= 1, got {batch}, {window}, {keep}")
-    ring = keep + 1 + -(-window // batch)
-    slots = ring * batch
-    arena = pool._arena if pool._arena is not None and pool._arena.shape[0] == slots else None
-    todo = iter(items)
-    inflight: deque[tuple[int, Any, int]] = deque()  # (seq, item, place)
-    seq = itertools.count()
-    place = 0  # the next output place to hand out
-    cursor = 0  # the next output place to fill
-    yielded = 0
-    draining = exhausted = False
-    got_items: list = []
-    got_extras: list = []
-    loose: list[np.ndarray | None] = []  # arrays that did not fit the ring, by position in the batch
-    taken = 0
 
-    def slot(p: int) -> int:
-        return (p // batch) % ring * batch + p % batch
+    def __init__(self, pool: ProcessPool, batch: int, window: int, keep: int = 1):
+        if batch < 1 or window < 1 or keep < 1:
+            raise PicPacValueError(f"batch, window and keep must be >= 1, got {batch}, {window}, {keep}")
+        self.pool, self.batch, self.window, self.keep = pool, batch, window, keep
+        self.ring = keep + -(-window // batch)  # the kept batches, the one being filled, the ones the window reaches
+        self._arena: np.ndarray | None = None
+        self._started = 0  # batches begun so far, over every run: the next run begins with a fresh buffer
+        self._yielded = 0  # batches yielded so far, over every run
 
-    while True:
-        if draining and not inflight:
-            place, draining = cursor, False
-        released = max(0, yielded - keep + 1)  # batches whose buffers may be written again
-        while (not exhausted and not draining and len(inflight) < window and pool.can_submit()
-               and place // batch - ring < released and (arena is not None or len(inflight) < pool.workers)):
-            item = next(todo, _END)
-            if item is _END:
-                exhausted = True
-                break
-            n = next(seq)
-            pool.submit(n, item, -1 if arena is None else slot(place))  # no ring yet: the array comes back
-            inflight.append((n, item, place))
-            place += 1
-        if not inflight:
-            break
-        n, item, at = inflight.popleft()
-        reply = pool.result(n)
-        taken += 1
-        if reply[0] != OK:
-            if on_error is None:
-                raise reply[1]
-            on_error(item, reply[1])
-            draining = True
-            continue
-        array, extra = reply[1], reply[2]
-        if array is not None:  # pickled: no ring yet, or it does not fit
-            if arena is None:
-                arena = pool.arena(array.shape, array.dtype, slots)
-            if array.shape == arena.shape[1:] and array.dtype == arena.dtype:
-                arena[slot(cursor)] = array
-                array = None
-        elif at != cursor:  # moved down after a skip
-            arena[slot(cursor)] = arena[slot(at)]
-        got_items.append(item)
-        got_extras.append(extra)
-        loose.append(array)
-        cursor += 1
-        if cursor % batch == 0:
-            full = got_items, got_extras, loose, taken
-            got_items, got_extras, loose, taken = [], [], [], 0
-            yielded += 1
-            yield _batch(arena, slot(cursor - batch), *full)  # held by no local: the consumer decides its life
-    if got_items:
-        yield _batch(arena, slot(cursor - len(got_items)), got_items, got_extras, loose, taken)
+    def _slot(self, place: int) -> int:
+        return (place // self.batch) % self.ring * self.batch + place % self.batch
+
+    def __call__(self, items: Iterable[Any],
+                 on_error: Callable[[Any, BaseException], None] | None = None) -> Iterator[SharedBatch]:
+        pool, batch, slot = self.pool, self.batch, self._slot
+        if pool.pending:
+            raise PicPacError("the process pool still has items in flight from a run left early; close it")
+        todo = iter(items)
+        inflight: deque[tuple[int, Any, int]] = deque()  # (seq, item, place)
+        place = cursor = self._started * batch  # the next output place to hand out / to fill
+        draining = exhausted = False
+        got_items: list = []
+        got_extras: list = []
+        loose: list[np.ndarray | None] = []  # arrays that did not fit the ring, by position in the batch
+        taken = 0
+        try:
+            while True:
+                if draining and not inflight:
+                    place, draining = cursor, False
+                released = self._yielded - self.keep + 1  # batches whose buffers may be written again
+                while (not exhausted and not draining and len(inflight) < self.window and pool.can_submit()
+                       and place // batch - self.ring < released
+                       and (self._arena is not None or len(inflight) < pool.workers)):
+                    item = next(todo, _END)
+                    if item is _END:
+                        exhausted = True
+                        break
+                    # no ring yet: the array comes back pickled
+                    seq = pool.submit(item, -1 if self._arena is None else slot(place))
+                    inflight.append((seq, item, place))
+                    place += 1
+                if not inflight:
+                    break
+                seq, item, at = inflight.popleft()
+                reply = pool.result(seq)
+                taken += 1
+                if reply[0] != OK:
+                    if on_error is None:
+                        raise reply[1]
+                    on_error(item, reply[1])
+                    draining = True
+                    continue
+                array, extra = reply[1], reply[2]
+                arena = self._arena
+                if array is not None:  # pickled: no ring yet, or it does not fit
+                    if arena is None:
+                        arena = self._arena = pool.arena(array.shape, array.dtype, self.ring * batch)
+                    if array.shape == arena.shape[1:] and array.dtype == arena.dtype:
+                        arena[slot(cursor)] = array
+                        array = None
+                elif at != cursor:  # moved down after a skip
+                    arena[slot(cursor)] = arena[slot(at)]
+                got_items.append(item)
+                got_extras.append(extra)
+                loose.append(array)
+                cursor += 1
+                if cursor % batch == 0:
+                    full = got_items, got_extras, loose, taken
+                    got_items, got_extras, loose, taken = [], [], [], 0
+                    self._yielded += 1
+                    yield _batch(self._arena, slot(cursor - batch), *full)  # no local holds it: the consumer decides
+            if got_items:
+                self._yielded += 1
+                yield _batch(self._arena, slot(cursor - len(got_items)), got_items, got_extras, loose, taken)
+        finally:
+            self._started = -(-cursor // batch)
 
 
 def _batch(arena: np.ndarray | None, start: int, items: list, extras: list, loose: list, taken: int) -> SharedBatch:

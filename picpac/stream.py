@@ -14,7 +14,7 @@ import numpy as np
 from .config import parse
 from .errors import PicPacError, PicPacTypeError, PicPacValueError
 from .flow import ordered_map
-from .processes import ProcessPool, pack_recipe, shared_batches
+from .processes import ProcessPool, SharedBatches, pack_recipe
 from .reader import Reader
 from .sampling import Sampler, assign_folds, select
 from .processor import LazyRng, Processor
@@ -82,6 +82,7 @@ class _Pipeline:
     def __init__(self, path: str | os.PathLike, config: dict[str, Any]):
         self._readers: list[Reader] = []
         self._workers: ProcessPool | None = None  # backend='process': kept from one pass to the next
+        self._batcher: SharedBatches | None = None
         c = self.config = config
         self.threads = c["workers"] or os.cpu_count() or 1
         self.preload = c["preload"] or max(16 * self.threads, c["batch"])
@@ -175,11 +176,12 @@ class _Pipeline:
     def _process_batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
         """The same batches, from worker processes writing the images into shared memory."""
         c = self.config
-        if self._workers is None or self._workers.closed:
+        if self._workers is None:
             self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+            self._batcher = SharedBatches(self._workers, c["batch"], self.preload, keep=KEEP)
         tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
                   float(self._labels[position])) for index, (position, epoch) in enumerate(keys))
-        batches = shared_batches(self._workers, tasks, c["batch"], self.preload, self._on_error, keep=KEEP)
+        batches = self._batcher(tasks, self._on_error)
         views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
         try:
             for shared in batches:
@@ -217,7 +219,7 @@ class _Pipeline:
     def stop_workers(self) -> None:
         if self._workers is not None:
             self._workers.close()
-            self._workers = None
+            self._workers = self._batcher = None
 
     def _skip(self, exc: PicPacError) -> None:
         self.stats["skipped"] += 1
@@ -287,8 +289,10 @@ class ImageStream:
     ``ImageStream(path, **config)`` or PicPac's ``ImageStream({"db": path, ...})``. With
     ``loop=True`` (default) iteration is endless and continues where the last loop stopped;
     with ``loop=False`` each ``iter()`` is one pass over the samples. Decoding and transforms run
-    on ``threads`` worker threads, at most ``preload`` samples ahead; the batches are the same for
-    any thread count. Breaking out of a loop, ``close()`` or deleting the stream stops the workers.
+    on ``workers`` threads, or processes with ``backend='process'`` (images then arrive as views
+    into shared memory, valid until two more batches are asked for), at most ``preload`` samples
+    ahead; the batches are the same for any worker count and either backend. Breaking out of a
+    loop, ``close()`` or deleting the stream stops the workers.
     """
 
     def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):

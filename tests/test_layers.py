@@ -11,7 +11,7 @@ RANK = {
     "sources": 2,
     "sampling": 3,
     "image": 4, "transforms": 4, "shapes": 4, "color": 4, "specs": 4, "dense": 4,
-    "flow": 5,
+    "flow": 5, "processes": 5,
     "config": 6, "stream": 6, "processor": 6, "loader": 6,
     "ingest": 8, "info": 8, "verify": 8, "demo": 8, "cli": 8,
 }

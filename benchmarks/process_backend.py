@@ -1,0 +1,76 @@
+"""backend='process' against backend='thread' (the process backend issue).
+
+Two workloads over one synthetic database (PNG images, decode -> crop -> batch):
+* ``tiny``: 32x32 images and no Python transform: the per-sample cost is mostly hand-off, so
+  this measures the engine's overhead (threads should win);
+* ``python``: the same plus a pure-Python transform holding the GIL for about 1 ms per sample
+  (the case the process backend is for: threads serialise on the GIL, processes do not).
+Interleaved runs, medians; each run streams one pass with the workers already started.
+
+    python benchmarks/process_backend.py [--samples 2000] [--repeats 3] [--workers 2]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import tempfile
+import time
+
+import cv2
+import numpy as np
+
+import picpac
+
+
+def python_work(sample, rng):
+    """About 1 ms of pure Python per sample (holds the GIL)."""
+    total = 0
+    for i in range(20_000):
+        total += i * i % 7
+    sample.extra["work"] = total
+    return sample
+
+
+def build(path: str, samples: int) -> None:
+    rng = np.random.default_rng(0)
+    with picpac.Writer(path) as w:
+        for i in range(samples):
+            pixels = rng.integers(0, 256, (40, 40, 3), dtype=np.uint8)
+            w.append(image=cv2.imencode(".png", pixels)[1].tobytes(), label=i % 10)
+
+
+def rate(path: str, backend: str, workers: int, transforms: list) -> float:
+    config = dict(loop=False, batch=64, crop_width=32, crop_height=32, perturb=True, dtype="uint8",
+                  workers=workers, backend=backend, transforms=transforms)
+    with picpac.ImageStream(path, **config) as s:
+        next(s)  # start the workers (and make the ring) outside the timing
+        for _ in s:
+            pass
+        t = time.perf_counter()
+        n = sum(len(images) for images, _, _ in s)  # the second pass, on warm workers
+        return n / (time.perf_counter() - t)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    args = ap.parse_args()
+    runs: dict[str, list[float]] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "bench.picpac")
+        build(path, args.samples)
+        for _ in range(args.repeats):
+            for workload, transforms in (("tiny", []), ("python", [python_work])):
+                for backend in ("thread", "process"):
+                    runs.setdefault(f"{workload:6} {backend:7}", []).append(rate(path, backend, args.workers, transforms))
+    print(f"{args.samples} samples 40x40 PNG, crop 32, batch 64, {args.workers} workers, "
+          f"median of {args.repeats}, {os.cpu_count()} cores")
+    for name, values in runs.items():
+        print(f"  {name}  {statistics.median(values):9.0f} img/s")
+
+
+if __name__ == "__main__":
+    main()
