@@ -7,6 +7,7 @@ the task's targets (label, rasterized mask, boxes or keypoints) and the output l
 """
 from __future__ import annotations
 
+import threading
 from functools import partial
 from typing import Any
 
@@ -37,12 +38,25 @@ class LazyRng:
         return getattr(self._rng, name)
 
 
+_thread = threading.local()
+
+
 def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
     """The RNG of one sample: a Philox stream keyed by (seed, source) at counter (record, epoch).
 
     Counter-based, so it depends on nothing but these numbers: not on thread timing or order.
+    Each thread keeps one generator and resets its state here (6x cheaper than a new Philox), so
+    the generator returned is valid until the thread's next call.
     """
-    return np.random.Generator(np.random.Philox(counter=[0, 0, record, epoch], key=[seed, source]))
+    if not hasattr(_thread, "rng"):
+        bits = np.random.Philox(key=[0, 0])
+        _thread.rng = bits, np.random.Generator(bits), bits.state
+    bits, generator, state = _thread.rng
+    state["state"]["counter"][:] = (0, 0, record, epoch)
+    state["state"]["key"][:] = (seed, source)
+    state.update(buffer_pos=4, has_uint32=0, uinteger=0)  # no draws buffered from the last sample
+    bits.state = state
+    return generator
 
 
 class Processor:

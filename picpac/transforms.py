@@ -7,6 +7,7 @@ are built from these classes; user transforms plug in the same way.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -96,7 +97,10 @@ class Sample:
         """Decode the deferred image at the largest reduction the pending map allows; the map for it."""
         reduction = 1
         if self._matrix is not None:
-            largest = np.linalg.svd(self._matrix[:, :2], compute_uv=False)[0]  # output px per source px
+            (a, b, _), (c, d, _) = self._matrix.tolist()
+            squares, det = a * a + b * b + c * c + d * d, a * d - b * c
+            # the largest singular value of [[a, b], [c, d]]: output pixels per source pixel
+            largest = math.sqrt((squares + math.sqrt(max(squares * squares - 4 * det * det, 0.0))) / 2)
             reduction = next(r for r in REDUCTIONS if largest * r <= 1 + 1e-9 or r == 1)
         width, height = self._source_size
         for r in (reduction, 1) if reduction > 1 else (1,):

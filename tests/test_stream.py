@@ -364,3 +364,16 @@ def test_bad_labels_for_oversample_name_the_record(tmp_path):
         picpac.ImageStream(path, oversample=True)
     with pytest.raises(picpac.PicPacValueError, match="record 2"):
         picpac.ImageStream(path, split=2, stratify=True)
+
+
+def test_sample_rng_is_the_keyed_philox_stream_whatever_came_before():
+    from picpac.processor import sample_rng
+    expected = np.random.Generator(np.random.Philox(counter=[0, 0, 5, 3], key=[7, 1])).random(7)
+    g = sample_rng(9, 9, 0, 9)
+    g.random(3), g.integers(0, 5), g.standard_normal()  # leave draws buffered in the thread's generator
+    assert np.array_equal(sample_rng(7, 3, 1, 5).random(7), expected)
+    other = []
+    t = threading.Thread(target=lambda: other.append(sample_rng(7, 3, 1, 5).random(7)))
+    t.start()
+    t.join()
+    assert np.array_equal(other[0], expected)
