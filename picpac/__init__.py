@@ -8,10 +8,10 @@ from .format import NO_GROUP
 from .loader import ImageLoader
 from .reader import Reader, Record
 from .stream import ImageStream
-from .writer import Writer
+from .writer import Writer, write_arrays
 
 __all__ = [
     "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
-    "WriterBusyError", "__version__",
+    "WriterBusyError", "__version__", "write_arrays",
 ]

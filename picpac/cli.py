@@ -114,6 +114,38 @@ def verify_command(db: str, decode: bool) -> None:
     sys.exit(0 if report.ok else 1)
 
 
+@main.command("bench", cls=_Command)
+@click.argument("db", type=click.Path())
+@click.argument("settings", nargs=-1)
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="How long to stream (per thread count with --threads auto).")
+@click.option("--threads", default=None, help="Worker threads, or 'auto' to find the fastest count.")
+def bench_command(db: str, settings: tuple[str, ...], seconds: float, threads: str | None) -> None:
+    """Stream DB for a while and report img/s, time per stage and what bounds the throughput.
+
+    SETTINGS are stream config keys as key=value, e.g. `batch=64 resize_width=224 resize_height=224`.
+    """
+    from .bench import auto_threads, measure, parse_settings, report
+
+    config = parse_settings(list(settings))
+    if threads == "auto":
+        best, result = auto_threads(db, config, seconds / 2, click.echo)
+        click.echo(f"fastest: threads={best}")
+    else:
+        if threads is not None:
+            if not threads.isdigit() or int(threads) < 1:
+                raise click.BadParameter(f"{threads!r} is not a positive number or 'auto'", param_hint="--threads")
+            config["threads"] = int(threads)
+
+        def tick(elapsed: float, samples: int) -> None:
+            click.echo(f"\r{elapsed:5.1f} s  {samples:>9,} samples  {samples / elapsed:>9,.0f} img/s", nl=False,
+                       err=True)
+
+        result = measure(db, config, seconds, tick)
+        click.echo("", err=True)
+    click.echo(report(result))
+
+
 @main.command("demo", cls=_Command)
 @click.option("--count", type=click.IntRange(min=1), default=300, show_default=True,
               help="How many images to draw.")

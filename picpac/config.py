@@ -116,6 +116,8 @@ KEYS: dict[str, Key] = {
     "backend": Key("thread", _choice("thread", "process")),
     "start_method": Key("spawn", _choice("spawn", "fork")),
     "copy": Key(False, _bool),
+    "vectorize": Key(None, _optional_bool),
+    "profile": Key(False, _bool),
     "cache": Key(False, _bool),
     "skip_errors": Key(False, _bool),
     # splits and mixing

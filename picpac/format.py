@@ -60,6 +60,43 @@ def crc32(data: Any, crc: int = 0) -> int:
     return zlib.crc32(data, crc)
 
 
+_BITS = np.arange(32, dtype=np.uint32)
+
+
+def _apply(columns: np.ndarray, values: np.ndarray) -> np.ndarray:
+    """The GF(2)-linear map with these 32 columns (uint32) applied to each of ``values``."""
+    bits = (values[..., None] >> _BITS) & np.uint32(1)
+    return np.bitwise_xor.reduce(np.where(bits.astype(bool), columns, np.uint32(0)), axis=-1)
+
+
+def crc32_powers(length: int, count: int) -> np.ndarray:
+    """(count, 32) uint32: row j holds the columns of the linear map that ``zlib.crc32`` applies to a running
+    CRC over ``j * length`` more bytes (``crc32(data, v) = map(v) ^ crc32(data, 0)`` for any such data).
+
+    With it, :func:`crc32_joined` gives the CRC of records laid end to end from their own CRCs.
+    """
+    zeros = bytes(length)
+    base = zlib.crc32(zeros)
+    step = np.array([zlib.crc32(zeros, 1 << b) ^ base for b in range(32)], np.uint32)
+    rows = np.empty((max(count, 1), 32), np.uint32)
+    rows[0] = np.uint32(1) << _BITS
+    for j in range(1, count):
+        rows[j] = _apply(step, rows[j - 1])
+    return rows
+
+
+def crc32_joined(crcs: np.ndarray, powers: np.ndarray) -> int:
+    """``zlib.crc32`` of n records of one length laid end to end, from their CRCs (``powers`` for that
+    length, at least n rows): record i's CRC carried over the n - 1 - i records after it."""
+    crcs = np.asarray(crcs, np.uint32)
+    n = len(crcs)
+    if not n:
+        return 0
+    bits = ((crcs[:, None] >> _BITS) & np.uint32(1)).astype(bool)
+    carried = np.bitwise_xor.reduce(np.where(bits, powers[n - 1::-1], np.uint32(0)), axis=1)
+    return int(np.bitwise_xor.reduce(carried))
+
+
 @dataclass(frozen=True)
 class Commit:
     """One committed state: where its metadata and index lie in the file."""
@@ -156,3 +193,58 @@ def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, n
         raise FormatError(f"{path}: dataset metadata lacks its field list")
     index = np.frombuffer(buf, INDEX_DTYPE, commit.count, commit.index_offset)
     return metadata, index
+
+
+# -- array fields ---------------------------------------------------------------------------------
+ARRAYS_KEY = "arrays"
+"""Dataset metadata key declaring fixed-shape array fields: ``{"image": {"shape": [32, 32, 3], "dtype": "uint8"}}``."""
+
+
+@dataclass(frozen=True)
+class ArraySpec:
+    """A field whose every value is the raw bytes (C order, little-endian) of one array of this shape and dtype."""
+
+    shape: tuple[int, ...]
+    dtype: np.dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+    def to_json(self) -> dict[str, Any]:
+        name = self.dtype.name if self.dtype.byteorder in "<|=" else self.dtype.str
+        return {"shape": list(self.shape), "dtype": name}
+
+    def __str__(self) -> str:
+        return f"{'x'.join(map(str, self.shape))} {self.dtype.name}"
+
+
+def array_dtype(value: Any) -> np.dtype:
+    """A plain numeric dtype, little-endian unless the name says otherwise; ValueError if not numeric."""
+    dtype = np.dtype(value)
+    if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
+        raise ValueError(f"dtype {dtype} is not a plain numeric type (bool, int, uint, float)")
+    return dtype.newbyteorder("<") if dtype.byteorder == "=" else dtype
+
+
+def parse_arrays(metadata: Any, where: str, error: type[Exception] = FormatError) -> dict[str, ArraySpec]:
+    """The array fields declared in dataset metadata (``{}`` when none); ``error`` names a bad declaration."""
+    declared = metadata.get(ARRAYS_KEY) if isinstance(metadata, dict) else None
+    if declared is None:
+        return {}
+    if not isinstance(declared, dict):
+        raise error(f"{where}: metadata '{ARRAYS_KEY}' must map field names to {{'shape': [...], 'dtype': ...}}, "
+                    f"got {declared!r}")
+    specs = {}
+    for name, spec in declared.items():
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        if not (isinstance(shape, list) and shape and all(isinstance(s, int) and not isinstance(s, bool) and s > 0
+                                                          for s in shape)):
+            raise error(f"{where}: metadata '{ARRAYS_KEY}' field {name!r} needs a 'shape' of positive ints, "
+                        f"got {spec!r}")
+        try:
+            dtype = array_dtype(spec.get("dtype"))
+        except (TypeError, ValueError) as exc:
+            raise error(f"{where}: metadata '{ARRAYS_KEY}' field {name!r} has a bad 'dtype': {exc}") from None
+        specs[name] = ArraySpec(tuple(shape), dtype)
+    return specs

@@ -25,6 +25,7 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
             "file_bytes": os.path.getsize(reader.path),
             "data_bytes": int(reader.index["size"].sum()),
             "fields": reader.fields,
+            "arrays": metadata.get("arrays"),
             "classes": reader.classes,
             "source": metadata.get("source"),
             "created": metadata.get("created"),
@@ -103,6 +104,8 @@ def format_description(d: dict[str, Any]) -> str:
         f"fields:   {', '.join(d['fields']) or '(none)'}",
         f"classes:  {_class_list(d['classes'])}",
     ]
+    if d.get("arrays"):
+        lines.append(f"arrays:   {_array_list(d['arrays'])}")
     if d["source"] is not None:
         lines.append(f"source:   {_mapping(d['source'])}")
     if d["created"] is not None:
@@ -118,6 +121,18 @@ def _bytes(n: int) -> str:
         if n >= scale:
             return f"{n:,} bytes ({n / scale:.1f} {unit})"
     return f"{n:,} bytes"
+
+
+def _array_list(arrays: Any) -> str:
+    """``image 32x32x3 uint8, ...`` from the metadata's array declarations (as stored, even if malformed)."""
+    if not isinstance(arrays, dict):
+        return str(arrays)
+    parts = []
+    for name, spec in arrays.items():
+        shape = spec.get("shape") if isinstance(spec, dict) else None
+        dims = "x".join(map(str, shape)) if isinstance(shape, list) else "?"
+        parts.append(f"{name} {dims} {spec.get('dtype', '?') if isinstance(spec, dict) else '?'}")
+    return ", ".join(parts)
 
 
 def _class_list(classes: list[str]) -> str:

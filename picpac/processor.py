@@ -8,6 +8,8 @@ the task's targets (label, rasterized mask, boxes or keypoints) and the output l
 from __future__ import annotations
 
 import threading
+import time
+from collections.abc import Mapping
 from functools import partial
 from typing import Any
 
@@ -17,6 +19,7 @@ import numpy as np
 from . import image, specs
 from .color import AddColor
 from .errors import PicPacValueError, SampleError
+from .format import ArraySpec
 from .shapes import Shapes
 from .transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
                          convert)
@@ -39,6 +42,22 @@ class LazyRng:
 
 
 _thread = threading.local()
+_clock = threading.local()
+
+
+def _timed_decode(*args: Any) -> np.ndarray | None:
+    """image.decode_channels, adding its time to this thread's decode clock (profile=True)."""
+    start = time.perf_counter()
+    try:
+        return image.decode_channels(*args)
+    finally:
+        _clock.seconds = getattr(_clock, "seconds", 0.0) + time.perf_counter() - start
+
+
+def decode_seconds() -> float:
+    """Seconds this thread spent decoding images since the last call (with profile=True)."""
+    seconds, _clock.seconds = getattr(_clock, "seconds", 0.0), 0.0
+    return seconds
 
 
 def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
@@ -57,6 +76,20 @@ def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Gen
     state.update(buffer_pos=4, has_uint32=0, uinteger=0)  # no draws buffered from the last sample
     bits.state = state
     return generator
+
+
+def array_size_error(where: str, record: int, name: str, nbytes: int, spec: ArraySpec) -> SampleError:
+    return SampleError(where, record, f"has {nbytes} bytes in its {name!r} field, but the metadata 'arrays' "
+                                      f"declares {spec} arrays of {spec.nbytes} bytes")
+
+
+def array_view(data: Any, spec: ArraySpec, name: str, record: int, where: str) -> np.ndarray:
+    """A record's array field as its array: zero-copy (copied only when misaligned for its dtype)."""
+    nbytes = memoryview(data).nbytes
+    if nbytes != spec.nbytes:
+        raise array_size_error(where, record, name, nbytes, spec)
+    array = np.frombuffer(data, spec.dtype).reshape(spec.shape)
+    return array if array.flags.aligned else array.copy()
 
 
 class Processor:
@@ -78,6 +111,7 @@ class Processor:
         self.dtype = np.dtype(c["dtype"])
         self.mean = None if c["mean"] is None else np.float32(c["mean"])
         self.std = None if c["std"] is None else np.float32(c["std"])
+        self.decode_image = _timed_decode if c["profile"] else image.decode_channels
 
     def _legacy_perturbation(self) -> list:
         """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
@@ -98,22 +132,28 @@ class Processor:
         return steps
 
     # -- steps ------------------------------------------------------------------------------------
-    def decode(self, fields: dict[str, Any], label: float, record: int, where: str) -> Sample:
+    def decode(self, fields: dict[str, Any], label: float, record: int, where: str,
+               arrays: Mapping[str, ArraySpec] | None = None) -> Sample:
         """The sample of a record's fields: its image and, as configured, its annotation.
 
         A JPEG decoded to 1 or 3 channels is deferred: its size comes from the header, and it is
         decoded when the pixels are first read, at the smallest scale the planned geometry allows.
+        A field declared in ``arrays`` (the database's array fields) is not decoded: it is viewed as
+        its array, zero-copy and read-only, and ``channels`` and ``colorspace`` do not apply to it.
         """
         if "image" not in fields:
             raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
         data, channels = fields["image"], self.config["channels"]
         extra = {"colorspace": self.config["colorspace"], "source": where}
-        size = image.jpeg_size(data) if channels in (1, 3) and self.config["reduced_decode"] else None
-        if size is not None:
+        spec = arrays.get("image") if arrays else None
+        size = image.jpeg_size(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
+        if spec is not None:
+            sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
+        elif size is not None:
             sample = Sample(None, label, record, extra=extra, size=size,
-                            decoder=partial(image.decode_channels, data, channels, self.rgb))
+                            decoder=partial(self.decode_image, data, channels, self.rgb))
         else:
-            pixels = image.decode_channels(data, channels, self.rgb)
+            pixels = self.decode_image(data, channels, self.rgb)
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra)
@@ -121,7 +161,7 @@ class Processor:
         if annotate == "json":
             sample.shapes = self._shapes(fields, sample.size, record, where)
         elif annotate == "image":
-            sample.mask = self._mask(fields, sample.size, record, where)
+            sample.mask = self._mask(fields, sample.size, record, where, arrays)
         return sample
 
     def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
@@ -132,11 +172,15 @@ class Processor:
         except (PicPacValueError, ValueError) as exc:
             raise SampleError(where, record, f"has a bad annotation: {exc}") from None
 
-    def _mask(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> np.ndarray:
+    def _mask(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str,
+              arrays: Mapping[str, ArraySpec] | None = None) -> np.ndarray:
         name = "mask" if "mask" in fields else "annotation"
         if name not in fields:
             raise SampleError(where, record, "has no 'mask' field for annotate='image'")
-        mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
+        if arrays and name in arrays:
+            mask = array_view(fields[name], arrays[name], name, record, where)
+        else:
+            mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
         if mask is None:
             raise SampleError(where, record, f"cannot decode its {name!r} image")
         if (mask.shape[1], mask.shape[0]) != size:

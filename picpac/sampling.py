@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import heapq
 import operator
+from itertools import chain, islice
 from typing import Iterator
 
 import numpy as np
@@ -185,11 +186,14 @@ class Sampler:
 
     def pass_order(self, epoch: int) -> np.ndarray:
         """A permutation of ``0..n-1``: the order of one pass over the pool."""
-        epoch = _int(epoch, "epoch", 0)
+        return self._order(_int(epoch, "epoch", 0)).copy()
+
+    def _order(self, epoch: int) -> np.ndarray:
+        """The order of pass ``epoch``, cached (the last pass's order is kept): not to be written to."""
         key = self._key(epoch)
         if self._pass is None or self._pass[0] != key:
             self._pass = (key, self._compute_pass(key))
-        return self._pass[1].copy()
+        return self._pass[1]
 
     def _compute_pass(self, key: int) -> np.ndarray:
         if self._oversample:
@@ -211,6 +215,21 @@ class Sampler:
         """
         start = _int(start, "start", 0)
         return self._endless_classes(start) if self._oversample else self._endless(start)
+
+    def take(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Positions and epochs of stream positions ``start .. start + count - 1`` as two int64 arrays:
+        the first ``count`` pairs ``at(start)`` yields, computed at once."""
+        start, count = _int(start, "start", 0), _int(count, "count", 0)
+        if self._oversample:
+            pairs = np.fromiter(chain.from_iterable(islice(self._endless_classes(start), count)), np.int64, 2 * count)
+            return pairs[0::2].copy(), pairs[1::2].copy()
+        stream = np.arange(start, start + count, dtype=np.int64)
+        epochs, items = np.divmod(stream, self._n)
+        positions = np.empty(count, np.int64)
+        for epoch in np.unique(epochs).tolist():
+            chosen = epochs == epoch
+            positions[chosen] = self._order(epoch)[items[chosen]]
+        return positions, epochs
 
     def _endless(self, p: int) -> Iterator[tuple[int, int]]:
         n = self._n

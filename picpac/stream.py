@@ -1,8 +1,11 @@
 """ImageStream: PicPac-compatible batches of decoded, transformed images from a picpac file."""
 from __future__ import annotations
 
+import itertools
 import math
 import os
+import threading
+import time
 import warnings
 import weakref
 from collections import deque
@@ -11,19 +14,44 @@ from typing import Any
 
 import numpy as np
 
+from . import batched
 from .config import parse
-from .errors import PicPacError, PicPacTypeError, PicPacValueError
+from .errors import CorruptRecordError, PicPacError, PicPacTypeError, PicPacValueError, SampleError
 from .flow import ordered_map
-from .processes import ProcessPool, SharedBatches, pack_recipe
+from .processes import OK, ProcessPool, SharedBatches, pack_recipe
+from .processor import LazyRng, Processor, array_size_error, decode_seconds
 from .reader import Reader
 from .sampling import Sampler, assign_folds, select
-from .processor import LazyRng, Processor
 from .transforms import Sample
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
 KEEP = 2
 """backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
+
+
+class Profile:
+    """Seconds per stage (profile=True): read, decode, transform summed over the workers, batch and
+    wait on the consumer, and each worker thread's busy time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stages = dict.fromkeys(("read", "decode", "transform", "batch", "wait"), 0.0)
+        self.workers: dict[str, float] = {}
+        self.processed = 0
+
+    def sample(self, read: float, decode: float, total: float) -> None:
+        name = threading.current_thread().name
+        with self.lock:
+            self.stages["read"] += read
+            self.stages["decode"] += decode
+            self.stages["transform"] += total - read - decode
+            self.workers[name] = self.workers.get(name, 0.0) + total
+            self.processed += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"stages": dict(self.stages), "workers": dict(self.workers), "processed": self.processed}
 
 
 class _Loader:
@@ -36,19 +64,27 @@ class _Loader:
         self.readers, self.config = readers, config
         self.processor = Processor(config)
         self.cache: dict[tuple[int, int], Sample] | None = {} if config["cache"] else None
+        self.profile = Profile() if config["profile"] else None
 
     def __call__(self, epoch: int, source: int, record: int, label: float) -> tuple[np.ndarray, Any, tuple]:
+        start = time.perf_counter()
         rng = LazyRng(self.config["seed"], epoch, source, record)
         cached = None if self.cache is None else self.cache.get((source, record))
+        read = 0.0
         if cached is None:
             reader = self.readers[source]
-            sample = self.processor.decode(reader[record].fields, label, record, reader.path)
+            fields = reader[record].fields
+            read = time.perf_counter() - start
+            sample = self.processor.decode(fields, label, record, reader.path, reader.arrays)
             sample = self.processor.settle(sample, rng)
             if self.cache is not None:
                 self.cache[source, record] = sample.copy()
         else:
             sample = cached.copy()
-        return self.processor.output(self.processor.augment(sample, rng))
+        out = self.processor.output(self.processor.augment(sample, rng))
+        if self.profile is not None:
+            self.profile.sample(read, decode_seconds(), time.perf_counter() - start)
+        return out
 
     def __getstate__(self) -> dict[str, Any]:
         return {"readers": self.readers, "config": self.config}
@@ -73,6 +109,153 @@ class _ProcessWork:
         return image, (target, dense)
 
 
+class _Keys:
+    """The keys ``(position, epoch)`` of one iteration: the endless stream from ``start``, or one pass's
+    ``order`` (positions) of ``epoch``; one at a time (per-sample path) or as arrays (batch path)."""
+
+    def __init__(self, sampler: Sampler, start: int = 0, order: np.ndarray | None = None, epoch: int = 0):
+        self.sampler, self.start, self.order, self.epoch = sampler, start, order, epoch
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self.order is None:
+            return self.sampler.at(self.start)
+        return ((p, self.epoch) for p in self.order.tolist())
+
+    def chunks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(positions, epochs) arrays of ``size`` keys at a time (the last chunk of a pass may be shorter)."""
+        if self.order is None:
+            start = self.start
+            while True:
+                yield self.sampler.take(start, size)
+                start += size
+        for i in range(0, len(self.order), size):
+            part = self.order[i:i + size]
+            yield part, np.full(len(part), self.epoch, np.int64)
+
+
+def _batch_plan(readers: list[Reader], config: dict[str, Any], processor: Processor
+               ) -> tuple[batched.Plan | None, str | None]:
+    """The batch path's plan for a stream, or None and why the per-sample path runs instead."""
+    c = config
+    if c["vectorize"] is False:
+        return None, "vectorize=False"
+    specs = [reader.arrays.get("image") for reader in readers]
+    if specs[0] is None:
+        return None, "the database's 'image' field is not declared as an array (metadata 'arrays')"
+    if any(spec != specs[0] for spec in specs[1:]):
+        return None, f"the mixin's 'image' field is not the same array as the database's ({specs[0]})"
+    if c["annotate"] is not None or c["task"] != "classify":
+        return None, f"task={c['task']!r} (annotations go through the per-sample path)"
+    plan = batched.plan(processor.fixed + processor.random, specs[0].shape)
+    return (None, plan) if isinstance(plan, str) else (plan, None)
+
+
+class _BatchLoader:
+    """The batch path's work: one chunk of keys made into one batch of array records at once.
+
+    ``loader((first, positions, epochs)) -> (images, positions, key indices, errors)``: the records
+    gathered (one np.take, or one gather), checked, transformed by the plan with counter-based
+    draws, and converted to the output layout. Picklable (readers reopen by path), like _Loader.
+    """
+
+    def __init__(self, readers: list[Reader], config: dict[str, Any], sources: np.ndarray, records: np.ndarray):
+        self.readers, self.config, self.sources, self.records = readers, config, sources, records
+        self.processor = Processor(config)
+        self.plan, _ = _batch_plan(readers, config, self.processor)
+        self.spec = readers[0].arrays["image"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"readers": self.readers, "config": self.config, "sources": self.sources, "records": self.records}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["readers"], state["config"], state["sources"], state["records"])
+
+    def output(self) -> tuple[tuple[int, ...], np.dtype]:
+        """The shape of one output image and the output dtype (a dry run on one blank sample)."""
+        blank = np.zeros((1, *self.spec.shape), self.spec.dtype)
+        p = self.processor
+        out = batched.convert(self.plan(blank, batched.draws(0, 0, 0, [0], self.plan.draws)), p.channel_first,
+                              p.dtype, p.mean, p.std)
+        return out.shape[1:], out.dtype
+
+    def __call__(self, job: tuple[int, np.ndarray, np.ndarray]) -> tuple:
+        """``errors`` are the samples that failed, in key order (skip_errors=True); without skip_errors the
+        first failure is raised instead."""
+        first, positions, epochs = job
+        c, spec = self.config, self.spec
+        sources, records = self.sources[positions], self.records[positions]
+        n = len(positions)
+        data = np.empty((n, spec.nbytes), np.uint8) if sources.any() else None
+        errors: dict[int, PicPacError] = {}
+        for source in np.unique(sources).tolist():
+            mine = np.flatnonzero(sources == source) if data is not None else np.arange(n)
+            part, failed = _array_bytes(self.readers[source], records[mine], spec)
+            errors.update((int(mine[i]), exc) for i, exc in failed.items())
+            if data is None:
+                data = part
+            else:
+                data[mine] = part
+        if errors:
+            if not c["skip_errors"]:
+                raise errors[min(errors)]
+            good = np.setdiff1d(np.arange(n), list(errors))
+            data, positions, epochs, sources, records = (a[good] for a in (data, positions, epochs, sources, records))
+        else:
+            good = np.arange(n)
+        images = data.view(spec.dtype).reshape(len(data), *spec.shape)
+        images = self.plan(images, batched.draws(c["seed"], epochs, sources, records, self.plan.draws))
+        p = self.processor
+        images = batched.convert(images, p.channel_first, p.dtype, p.mean, p.std)
+        return images, positions, first + good, [errors[i] for i in sorted(errors)]
+
+
+def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.ndarray, dict[int, PicPacError]]:
+    """The 'image' bytes of ``records`` as rows (len(records), spec.nbytes), checked; and the records that
+    fail, by position (their rows hold zeros).
+
+    Records written back to back (write_arrays) are copied whole, by one np.take into this thread's
+    buffer, and parsed and checked there; other layouts are parsed in the file and gathered. A
+    record's checksum is checked the first time the stream reads it (picpac never rewrites a
+    record's bytes; a batch of arrays makes this check a third of the work).
+    """
+    rows = None
+    if reader.stride:
+        rows = batched.buffer(f"records of {reader.path}", (len(records), reader.stride), np.uint8)
+        reader.take(records, rows)
+    starts, lengths, problems = reader.spans(records, "image", rows, once=True)
+    failed: dict[int, PicPacError] = {}
+    for i in np.flatnonzero(lengths != spec.nbytes).tolist():
+        record = int(records[i])
+        failed[i] = CorruptRecordError(reader.path, record, problems[i]) if i in problems else \
+            SampleError(reader.path, record, "has no 'image' field") if lengths[i] < 0 else \
+            array_size_error(reader.path, record, "image", int(lengths[i]), spec)
+    if rows is not None:
+        delta = starts - np.arange(len(records), dtype=np.int64) * rows.shape[1]
+        if not failed and len(delta) and (delta == delta[0]).all():
+            return rows[:, int(delta[0]):int(delta[0]) + spec.nbytes], failed  # the usual case: one slice
+    ok = lengths == spec.nbytes
+    gathered = reader.gather(starts[ok], spec.nbytes, rows.reshape(-1) if rows is not None else None)
+    if not failed:
+        return gathered, failed
+    data = np.zeros((len(records), spec.nbytes), np.uint8)
+    data[ok] = gathered
+    return data, failed
+
+
+class _BatchProcessWork:
+    """A worker process's work on the batch path: ``work(job) -> (images, (positions, key indices, errors))``."""
+
+    def __init__(self, loader: _BatchLoader):
+        self.loader = loader
+
+    def build(self) -> _BatchProcessWork:
+        return self
+
+    def __call__(self, job: tuple) -> tuple[np.ndarray, tuple]:
+        images, positions, index, errors = self.loader(job)
+        return images, (positions, index, errors)
+
+
 class _Pipeline:
     """Everything a stream's batches need: the pool, the sampler, the per-sample work, the counters.
 
@@ -83,6 +266,7 @@ class _Pipeline:
         self._readers: list[Reader] = []
         self._workers: ProcessPool | None = None  # backend='process': kept from one pass to the next
         self._batcher: SharedBatches | None = None
+        self._output_layout: tuple | None = None
         c = self.config = config
         self.threads = c["workers"] or os.cpu_count() or 1
         self.preload = c["preload"] or max(16 * self.threads, c["batch"])
@@ -94,16 +278,22 @@ class _Pipeline:
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
             self.loader = _Loader(self._readers, c)
+            self.processor = self.loader.processor
+            self.plan, self.path_reason = _batch_plan(self._readers, c, self.processor)
+            if c["vectorize"] and self.plan is None:
+                raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
+            self.batch_loader = None if self.plan is None else \
+                _BatchLoader(self._readers, c, self._sources, self._records)
             # pickled once, now: an unpicklable transform fails here, not in a worker
-            self._recipe = pack_recipe(_ProcessWork(self.loader).build, c["start_method"]) \
-                if c["backend"] == "process" else None
+            work = _ProcessWork(self.loader) if self.plan is None else _BatchProcessWork(self.batch_loader)
+            self._recipe = pack_recipe(work.build, c["start_method"]) if c["backend"] == "process" else None
         except BaseException:
             self.close()
             raise
-        self.processor = self.loader.processor
         self.position = 0  # samples of the endless stream consumed so far (loop=True)
         self.passes = 0  # passes started (loop=False)
-        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": []}
+        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
+                      "path": "sample" if self.plan is None else "batch", "path_reason": self.path_reason}
 
     # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
     def _build_pool(self) -> None:
@@ -136,21 +326,127 @@ class _Pipeline:
                            float(self._labels[position]))
 
     # -- batches ---------------------------------------------------------------------------------
-    def batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
+    def batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
+        if self.plan is not None:
+            return self._vector_batches(keys, real)
         if self.config["backend"] == "process":
             return self._process_batches(keys, real)
         return self._thread_batches(keys, real)
 
-    def _thread_batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
+    # -- the batch path: array records gathered, transformed and converted a whole batch at a time ------
+    def _vector_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+        """Batches of whole-batch jobs, one per ``batch`` keys; samples skipped (skip_errors) are made up
+        from the next job's, so every batch but a pass's last is full, as on the per-sample path."""
+        batch = self.config["batch"]
+        jobs = ((i * batch, positions, epochs) for i, (positions, epochs) in enumerate(keys.chunks(batch)))
+        # jobs in flight: one running and one waiting per worker, so none idles while the consumer waits
+        window = max(2 * self.threads, -(-self.preload // batch))
+        process = self.config["backend"] == "process"
+        parts = self._process_parts(jobs, window) if process else self._thread_parts(jobs, window)
+        held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # samples made but not delivered yet
+        done = 0  # keys behind the batches delivered
+        views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # process: the last batches' images, if shared
+        try:
+            for images, positions, index, errors, shared in parts:
+                for exc in errors:
+                    self._skip(exc)
+                if not held and len(positions) == batch:  # the usual case: a job's batch as it came
+                    if shared and self.config["copy"]:
+                        images, shared = images.copy(), False
+                    out = self._deliver(images, positions, index, real, done)
+                    done = int(index[-1]) + 1
+                    views.append(weakref.ref(out[0]) if shared else None)
+                    del images
+                    yield out
+                    del out
+                    if len(views) == KEEP and views[0] is not None and views[0]() is not None:
+                        self._warn_kept()
+                        views[0] = None
+                    continue
+                held.append((images.copy() if shared else images, positions, index))  # shared: reused soon
+                while sum(len(h[1]) for h in held) >= batch:
+                    images, kept, index = (np.concatenate([h[i] for h in held]) for i in range(3))  # copies
+                    held = [(images[batch:], kept[batch:], index[batch:])] if len(kept) > batch else []
+                    out = self._deliver(images[:batch], kept[:batch], index[:batch], real, done)
+                    done = int(index[batch - 1]) + 1
+                    yield out
+            if held and sum(len(h[1]) for h in held):
+                images, kept, index = (np.concatenate([h[i] for h in held]) for i in range(3))
+                yield self._deliver(images, kept, index, real, done)
+        finally:
+            parts.close()
+
+    def _thread_parts(self, jobs: Iterator[tuple], window: int) -> Iterator[tuple]:
+        work = ordered_map(self.batch_loader, jobs, self.threads, window, name="picpac-stream")
+        try:
+            for _, outcome in work:
+                yield (*outcome.get(), False)
+        finally:
+            work.close()
+
+    def _process_parts(self, jobs: Iterator[tuple], window: int) -> Iterator[tuple]:
+        """Jobs on the worker processes, each writing its batch into its slot of a shared ring.
+
+        Job k goes to slot k % (window + KEEP); it is sent once job k - window was handed on, so its
+        slot's last batch was delivered KEEP batches ago (the process backend's promise).
+        """
+        c = self.config
+        if self._workers is None:
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+        pool, slots = self._workers, window + KEEP
+        shape, dtype = self._output
+        arena = pool.arena((c["batch"], *shape), dtype, slots)
+        pending: deque[tuple[int, int]] = deque()
+        sent = itertools.count()
+
+        def send() -> None:
+            for job in itertools.islice(jobs, 1):
+                slot = next(sent) % slots
+                pending.append((pool.submit(job, slot), slot))
+
+        try:
+            for _ in range(window):
+                send()
+            while pending:
+                seq, slot = pending.popleft()
+                reply = pool.result(seq)
+                if reply[0] != OK:
+                    raise reply[1]
+                array, (positions, index, errors) = reply[1], reply[2]
+                yield (arena[slot] if array is None else array), positions, index, errors, array is None
+                send()
+        except BaseException:  # break, close, an error, Ctrl-C: stop the workers and free the memory
+            self.stop_workers()
+            raise
+
+    @property
+    def _output(self) -> tuple[tuple[int, ...], np.dtype]:
+        if self._output_layout is None:
+            self._output_layout = self.batch_loader.output()
+        return self._output_layout
+
+    def _deliver(self, images: np.ndarray, positions: np.ndarray, index: np.ndarray, real: int | None,
+                 done: int) -> tuple:
+        """A batch of the batch path: its targets, the counters, and the stream position."""
+        padding = int((index >= real).sum()) if real is not None else 0
+        out = self._assemble(images, (None,) * len(positions), ((),) * len(positions), positions, padding)
+        self._advance(int(index[-1]) + 1 - done)
+        return out
+
+    def _thread_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
         batch = self.config["batch"]
         images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
         taken = padding = 0
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
                            name="picpac-stream")
+        profile = self.loader.profile
+        mark = time.perf_counter()
         try:
             for index, ((position, _), outcome) in enumerate(work):
+                if profile is not None:
+                    profile.stages["wait"] += time.perf_counter() - mark
                 taken += 1
                 try:
                     images.append(outcome.get())
@@ -166,6 +462,7 @@ class _Pipeline:
                     self._advance(taken)
                     images, positions, taken, padding = [], [], 0, 0
                     yield out
+                mark = time.perf_counter()
             if images:
                 out = self._assemble(*zip(*images), positions, padding)
                 self._advance(taken)
@@ -173,7 +470,7 @@ class _Pipeline:
         finally:
             work.close()
 
-    def _process_batches(self, keys: Iterator[tuple[int, int]], real: int | None) -> Iterator[Batch]:
+    def _process_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
         """The same batches, from worker processes writing the images into shared memory."""
         c = self.config
         if self._workers is None:
@@ -232,6 +529,14 @@ class _Pipeline:
 
     def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
         """A batch from its images (a list of arrays, or one array already stacked) and per-sample targets."""
+        start = time.perf_counter()
+        try:
+            return self._assemble_batch(images, targets, dense, positions, pad)
+        finally:
+            if self.loader.profile is not None:
+                self.loader.profile.stages["batch"] += time.perf_counter() - start
+
+    def _assemble_batch(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
         if not isinstance(images, np.ndarray):
             shapes = {image.shape for image in images}
             if len(shapes) > 1:
@@ -239,23 +544,23 @@ class _Pipeline:
                                        f"batch; set {SHAPE_KEYS} to make them equal")
             images = np.stack(images)
         labels = self._labels[positions].astype(np.float32)
-        records = [int(self._records[p]) for p in positions]
+        records = self._records[positions]
         targets = self.processor.targets(list(targets), labels, records, list(dense))
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
         return (images, *targets, int(pad))
 
-    def order(self) -> tuple[Iterator[tuple[int, int]], int | None]:
+    def order(self) -> tuple[_Keys, int | None]:
         """The keys of the next iteration: the endless stream from its position, or the next pass."""
         if self.config["loop"]:
-            return self._sampler.at(self.position), None
+            return _Keys(self._sampler, start=self.position), None
         epoch = self.passes if self.config["reshuffle"] else 0
         self.passes += 1
         order = self._sampler.pass_order(epoch)
         real, batch = len(order), self.config["batch"]
         if self.config["pad"] and real % batch:
             order = np.resize(order, real + batch - real % batch)
-        return ((int(p), epoch) for p in order), real
+        return _Keys(self._sampler, order=order, epoch=epoch), real
 
     def size(self) -> int:
         return len(self._records)
@@ -292,7 +597,8 @@ class ImageStream:
     on ``workers`` threads, or processes with ``backend='process'`` (images then arrive as views
     into shared memory, valid until two more batches are asked for), at most ``preload`` samples
     ahead; the batches are the same for any worker count and either backend. Breaking out of a
-    loop, ``close()`` or deleting the stream stops the workers.
+    loop, ``close()`` or deleting the stream stops the workers. A database of fixed-shape arrays is
+    streamed a whole batch at a time when every step allows it (``stats()["path"]``; docs/arrays.md).
     """
 
     def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):
@@ -349,7 +655,9 @@ class ImageStream:
     def stats(self) -> dict[str, Any]:
         """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""
         stats = self._pipeline.stats
-        return {**stats, "skipped_records": list(stats["skipped_records"])}
+        profile = self._pipeline.loader.profile
+        return {**stats, "skipped_records": list(stats["skipped_records"]),
+                **(profile.snapshot() if profile is not None else {})}
 
     def close(self) -> None:
         """Stop the workers and close the database(s). Closing twice is harmless."""

@@ -55,14 +55,18 @@ class Sample:
         """Map the sample by the 2x3 affine ``matrix`` (continuous pixel coordinates) onto ``size``.
 
         ``border`` / ``fill`` say what fills pixels that come from outside the source (for the
-        whole pending chain: the last warp's choice wins).
+        whole pending chain: one border for all of it). A warp that reads only inside the sample as
+        it stands (a crop within a padded canvas, a flip) keeps the border of the pending chain, so
+        ``Pad(fill=...)`` or a reflecting pad followed by a crop or flip keeps its border; any other
+        warp's border replaces it.
         """
         matrix = np.asarray(matrix, np.float64)
         if self.shapes is not None:
             self.shapes.transform(matrix)
+        if self._matrix is None or not _reads_inside(matrix, size, self._size):
+            self._border = (border, fill)
         self._matrix = matrix if self._matrix is None else _compose(matrix, self._matrix)
         self._size = (int(size[0]), int(size[1]))
-        self._border = (border, fill)
 
     @property
     def image(self) -> np.ndarray:
@@ -130,6 +134,21 @@ class Sample:
 _IDENTITY = np.array([[1.0, 0, 0], [0, 1.0, 0]])
 
 
+def _reads_inside(matrix: np.ndarray, out: tuple[int, int], source: tuple[int, int]) -> bool:
+    """Whether the affine ``matrix`` onto an ``out``-sized canvas reads only from ``[0, w] x [0, h]`` of ``source``."""
+    (a, b, tx), (c, d, ty) = matrix.tolist()
+    det = a * d - b * c
+    if abs(det) < 1e-12:
+        return False
+    w, h, eps = source[0], source[1], 1e-6
+    for x, y in ((0, 0), (out[0], 0), (0, out[1]), (out[0], out[1])):
+        x, y = x - tx, y - ty
+        u, v = (d * x - b * y) / det, (a * y - c * x) / det
+        if not (-eps <= u <= w + eps and -eps <= v <= h + eps):
+            return False
+    return True
+
+
 def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """The 2x3 affine map ``outer(inner(x))``."""
     return np.hstack([outer[:, :2] @ inner[:, :2], (outer[:, :2] @ inner[:, 2] + outer[:, 2])[:, None]])
@@ -168,7 +187,9 @@ def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], inte
         array = small
     m = matrix.copy()
     m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5  # continuous -> OpenCV's pixel-centre indices
-    return cv2.warpAffine(array, m, size, flags=interpolation, borderMode=border, borderValue=fill)
+    # a number fills every channel (OpenCV alone would read it as (fill, 0, 0, 0))
+    value = (fill,) * 4 if isinstance(fill, (int, float)) else fill
+    return cv2.warpAffine(array, m, size, flags=interpolation, borderMode=border, borderValue=value)
 
 
 class Transform(Protocol):

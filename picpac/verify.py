@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from .errors import CorruptRecordError, PicPacValueError
+from .errors import CorruptRecordError, FormatError, PicPacValueError
 from . import image
 from .format import HEADER_SIZE
 from .reader import Reader
@@ -54,7 +54,8 @@ def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[st
     """Check the database at ``path`` and report every problem found.
 
     With ``decode=True`` every ``image`` and ``mask`` field (or the fields named in ``fields``) is
-    decoded with OpenCV. ``progress`` shows a tqdm bar (None: only on a terminal). Raises
+    decoded with OpenCV (a field declared as an array, metadata ``arrays``, is checked for its size
+    instead). ``progress`` shows a tqdm bar (None: only on a terminal). Raises
     PicPacError when the database cannot be opened at all.
     """
     with _open(path) as reader:
@@ -111,11 +112,26 @@ def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport
         report.damaged.append(i)
         report.problems.append(f"record {i}{_meta_path(reader, i)}: {exc.reason}")
         return
-    bad = [name for name in names if name in record.fields and not _decodes(record.fields[name])]
-    if bad:
+    arrays = _arrays(reader)
+    bad = [name for name in names if name in record.fields and name not in arrays
+           and not _decodes(record.fields[name])]
+    wrong = [f"field {name!r} has {record.fields[name].nbytes} bytes, not the {arrays[name].nbytes} of a "
+             f"{arrays[name]} array" for name in names
+             if name in record.fields and name in arrays and record.fields[name].nbytes != arrays[name].nbytes]
+    if bad or wrong:
         report.undecodable.append(i)
+    if bad:
         report.problems.append(f"record {i}{_meta_path(reader, i)}: field {', '.join(map(repr, bad))} "
                                "does not decode as an image")
+    report.problems += [f"record {i}{_meta_path(reader, i)}: {why}" for why in wrong]
+
+
+def _arrays(reader: Reader) -> dict:
+    """The declared array fields (checked for their size instead of decoded); {} when the declaration is bad."""
+    try:
+        return reader.arrays
+    except FormatError:
+        return {}
 
 
 def _meta_path(reader: Reader, i: int) -> str:

@@ -16,9 +16,9 @@ import numpy as np
 
 from . import __version__
 from .errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
-from .format import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
-                     RECORD_HEAD, SLOT_OFFSETS, Commit, crc32, field_table, index_offset_after,
-                     pack_header, read_commit, read_header)
+from .format import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
+                     RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
+                     index_offset_after, pack_header, parse_arrays, read_commit, read_header)
 
 _INT64 = np.iinfo(np.int64)
 
@@ -37,6 +37,16 @@ def _as_bytes(name: str, value: Any) -> memoryview:
     return view.cast("B") if view.ndim != 1 or view.format != "B" else view
 
 
+def _check_array(name: str, value: Any, view: memoryview, spec: ArraySpec) -> None:
+    """A value for a field declared in metadata 'arrays' must be exactly one such array."""
+    if isinstance(value, np.ndarray) and (value.shape != spec.shape or value.dtype != spec.dtype):
+        raise PicPacValueError(f"field {name!r}: got a {value.dtype} array of shape {value.shape}; the metadata "
+                               f"'{ARRAYS_KEY}' declares {spec.dtype} arrays of shape {spec.shape}")
+    if view.nbytes != spec.nbytes:
+        raise PicPacValueError(f"field {name!r}: got {view.nbytes} bytes; the metadata '{ARRAYS_KEY}' declares "
+                               f"{spec} arrays of {spec.nbytes} bytes")
+
+
 def _check_metadata(metadata: Any) -> dict:
     if metadata is None:
         return {}
@@ -51,6 +61,7 @@ def _check_metadata(metadata: Any) -> dict:
         json.dumps(metadata)
     except (TypeError, ValueError) as exc:
         raise PicPacTypeError(f"metadata must be JSON-serialisable: {exc}") from None
+    parse_arrays(dict(metadata), "Writer", PicPacValueError)
     return dict(metadata)
 
 
@@ -84,6 +95,7 @@ class Writer:
             self._create(directory)
         self._metadata.update(extra)
         self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
+        self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
 
     # -- opening ---------------------------------------------------------------------------
     def _create(self, directory: str) -> None:
@@ -166,6 +178,8 @@ class Writer:
             if not isinstance(name, str) or not name:
                 raise PicPacTypeError(f"field names must be non-empty str, got {name!r}")
             view = _as_bytes(name, value)
+            if name in self._arrays:
+                _check_array(name, value, view, self._arrays[name])
             table += (self._field_id(name), view.nbytes)
             views.append(view)
         head = RECORD_HEAD.pack(len(views), 0, len(meta_bytes)) + field_table(len(views)).pack(*table)
@@ -311,3 +325,38 @@ class Writer:
             warnings.warn(f"{self.path}: Writer was never closed; its uncommitted records are discarded",
                           ResourceWarning, stacklevel=2)
             self.abort()
+
+
+def write_arrays(path: str | os.PathLike, images: Any, labels: Any = None, *, groups: Any = None,
+                 metadata: Mapping[str, Any] | None = None, field: str = "image", sync: bool = True) -> int:
+    """Write ``images`` (N, H, W[, C]) of a numeric dtype as a new database of N array records.
+
+    Each record's ``field`` holds one array's raw bytes (C order, little-endian) and the dataset
+    metadata declares the field: ``{"arrays": {field: {"shape": [H, W, C], "dtype": "uint8"}}}``, so
+    ImageStream reads the arrays without decoding and batches them on its vectorised path
+    (docs/arrays.md). ``labels`` (N numbers, default 0) and ``groups`` (N ints or None) go to the
+    index. Returns N.
+    """
+    images = np.asarray(images)
+    if images.ndim < 2 or not len(images):
+        raise PicPacValueError(f"images must be an array (N, H, W[, C]) with N >= 1, got shape {images.shape}")
+    try:
+        dtype = array_dtype(images.dtype)
+    except (TypeError, ValueError) as exc:
+        raise PicPacTypeError(f"images: {exc}") from None
+    images = np.ascontiguousarray(images, dtype=dtype)
+    n = len(images)
+    labels = np.zeros(n) if labels is None else np.asarray(labels, np.float64).reshape(-1)
+    if groups is not None:
+        groups = np.asarray(groups).reshape(-1)
+    for name, values in (("labels", labels), ("groups", groups)):
+        if values is not None and len(values) != n:
+            raise PicPacValueError(f"{name} has {len(values)} entries for {n} images")
+    meta = dict(metadata or {})
+    declared = meta.get(ARRAYS_KEY)
+    meta[ARRAYS_KEY] = {**(declared if isinstance(declared, Mapping) else {}),
+                        field: ArraySpec(images.shape[1:], dtype).to_json()}
+    with Writer(path, metadata=meta, sync=sync) as writer:
+        for i in range(n):
+            writer.append({field: images[i]}, label=labels.item(i), group=None if groups is None else groups[i].item())
+    return n

@@ -10,10 +10,10 @@ RANK = {
     "format": 1, "writer": 1, "reader": 1,
     "sources": 2,
     "sampling": 3,
-    "image": 4, "transforms": 4, "shapes": 4, "color": 4, "specs": 4, "dense": 4,
+    "image": 4, "transforms": 4, "shapes": 4, "color": 4, "specs": 4, "dense": 4, "batched": 4,
     "flow": 5, "processes": 5,
     "config": 6, "stream": 6, "processor": 6, "loader": 6,
-    "ingest": 8, "info": 8, "verify": 8, "demo": 8, "cli": 8,
+    "ingest": 8, "info": 8, "verify": 8, "demo": 8, "cli": 8, "bench": 8,
 }
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
 
