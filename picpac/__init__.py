@@ -9,8 +9,10 @@ from .loader import ImageLoader
 from .reader import Reader, Record
 from .stream import ImageStream
 from .writer import Writer, write_arrays
+from . import dataflow  # tensorpack's DataFlow API (docs/dataflow.md)
 
 __all__ = [
+    "dataflow",
     "CorruptError", "CorruptRecordError", "FormatError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",

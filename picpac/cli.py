@@ -9,6 +9,7 @@ import click
 
 from . import __version__
 from .errors import PicPacError
+from .stores import KINDS as STORE_KINDS
 
 IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
                   "coco", "yolo", "yolo-seg", "maskdir"]
@@ -65,6 +66,9 @@ def _run_import(src: str, db: str, fmt: str, **options) -> None:
 @click.argument("db", type=click.Path(dir_okay=False))
 @click.option("-f", "--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
               help="Layout of SRC (docs/import.md); auto detects it.")
+@click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
+              help="SRC is a whole dataset in this storage format (docs/stores.md), not images; "
+                   "excludes -f and the image options.")
 @click.option("--labels", type=click.Path(file_okay=False), default=None,
               help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
                    "or of the masks (-f maskdir).")
@@ -72,9 +76,46 @@ def _run_import(src: str, db: str, fmt: str, **options) -> None:
               help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
                    "file with one name per line.")
 @_import_options
-def import_command(src: str, db: str, fmt: str, **options) -> None:
-    """Import images (and labels, annotations, masks) from SRC into the picpac database DB."""
-    _run_import(src, db, fmt, **options)
+def import_command(src: str, db: str, fmt: str, store: str | None, **options) -> None:
+    """Import images (and labels, annotations, masks) from SRC into the picpac database DB.
+
+    With --from FORMAT, SRC is a dataset in another storage format (lmdb, tfrecord, hdf5, npz, sqlite,
+    tar, binary), copied record by record.
+    """
+    if store is None:
+        _run_import(src, db, fmt, **options)
+        return
+    ctx = click.get_current_context()
+    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "threads", "root")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        names = {"fmt": "-f/--format", "max_size": "--max-size"}
+        raise click.UsageError(f"--from cannot be combined with {', '.join(names.get(n, '--' + n) for n in given)} "
+                               "(they apply to image layouts)")
+    from .stores import import_store
+
+    report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"))
+    click.echo(report.summary())
+
+
+def _bar(desc: str):
+    from tqdm import tqdm
+
+    return lambda total: tqdm(total=total, desc=desc, unit="rec", disable=None)
+
+
+@main.command("export", cls=_Command)
+@click.option("--to", "store", type=click.Choice(STORE_KINDS), required=True,
+              help="Storage format of DST (docs/stores.md).")
+@click.argument("db", type=click.Path())
+@click.argument("dst", type=click.Path())
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+def export_command(store: str, db: str, dst: str, overwrite: bool) -> None:
+    """Copy every record of the picpac database DB into DST in another storage format."""
+    from .stores import export_store
+
+    report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"))
+    click.echo(report.summary())
 
 
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})

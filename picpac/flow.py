@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -45,12 +45,14 @@ def _run_chunk(work: Callable[[T], R], chunk: list[T]) -> list[Outcome[R]]:
 
 
 def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window: int, chunk: int = 1,
-                name: str = "picpac") -> Iterator[tuple[T, Outcome[R]]]:
+                name: str = "picpac", ordered: bool = True) -> Iterator[tuple[T, Outcome[R]]]:
     """Yield ``(item, Outcome of work(item))`` in input order, running ``work`` on ``threads`` threads.
 
     At most ``window`` items (whole chunks of ``chunk`` items, at least one chunk) are submitted and
     not yet yielded. Closing the generator (or dropping it, or an exception in the consumer) cancels
-    what is queued and joins the threads; a running chunk finishes first.
+    what is queued and joins the threads; a running chunk finishes first. ``ordered=False`` yields
+    each chunk as soon as it is done instead (completion order, the same window). Items are taken
+    from ``items`` lazily, in the consumer's thread, only when a chunk is submitted.
     """
     if threads < 1 or window < 1 or chunk < 1:
         raise PicPacValueError(f"threads, window and chunk must be >= 1, got {threads}, {window}, {chunk}")
@@ -60,7 +62,13 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
     try:
         pending = deque((c, pool.submit(_run_chunk, work, c)) for c in islice(chunks, max(1, window // chunk)))
         while pending:
-            items_done, future = pending.popleft()
+            if ordered:
+                items_done, future = pending.popleft()
+            else:
+                wait([f for _, f in pending], return_when=FIRST_COMPLETED)
+                k = next(k for k, (_, f) in enumerate(pending) if f.done())
+                items_done, future = pending[k]
+                del pending[k]
             yield from zip(items_done, future.result())
             # a new chunk starts only once this one is consumed, so the window bounds what is ahead
             for nxt in islice(chunks, 1):

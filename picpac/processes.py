@@ -157,6 +157,14 @@ def _unpack(packed: tuple, where: str) -> BaseException:
 
 
 # -- the worker process -----------------------------------------------------------------------------
+_WORKER_INDEX: int | None = None
+
+
+def worker_index() -> int | None:
+    """In a pool's worker process: its index (0 .. workers - 1), set before the recipe runs; else None."""
+    return _WORKER_INDEX
+
+
 def _set_parent_death_signal() -> None:
     """Linux: the kernel kills this process when the thread that started it dies."""
     if sys.platform.startswith("linux"):
@@ -169,6 +177,8 @@ def _set_parent_death_signal() -> None:
 def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, death_signal: bool,
             close_fds: list[int], shaped: bool) -> None:
     """A worker's life: build the work from the recipe, then run tasks until told to stop."""
+    global _WORKER_INDEX
+    _WORKER_INDEX = index
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
     if hasattr(signal, "pthread_sigmask"):
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
@@ -394,6 +404,20 @@ class ProcessPool:
         self._load[self._owner.pop(seq)] -= 1
         return self._done.pop(seq)
 
+    def ready(self) -> int:
+        """The number of a submitted task whose reply is in, the first to arrive (waiting for one);
+        collect it with ``result()``."""
+        if not self._owner:
+            raise PicPacError("no task in flight to wait for")
+        while not self._done:
+            self._poll()
+        return next(iter(self._done))
+
+    def drain(self) -> None:
+        """Wait for every reply still due and drop it (after a run left early), so the pool can run more."""
+        for seq in list(self._owner):
+            self.result(seq)
+
     def _send(self, i: int, message: Any) -> None:
         try:
             self._conns[i].send(message)
@@ -469,29 +493,41 @@ class ProcessPool:
 
 # -- ordered maps on the pool -----------------------------------------------------------------------
 def process_map(recipe: Callable[[], Callable[[Any], Any]], items: Iterable[Any], workers: int, window: int,
-                method: str = "spawn", name: str = "picpac") -> Iterator[tuple[Any, Outcome]]:
+                method: str = "spawn", name: str = "picpac", ordered: bool = True) -> Iterator[tuple[Any, Outcome]]:
     """``ordered_map`` on processes: ``(item, Outcome of work(item))`` in input order, ``work = recipe()``
     built once in each worker, at most ``window`` items in flight. Items and results are pickled, so
-    keep them small. Closing the generator stops the workers."""
+    keep them small. Closing the generator stops the workers. ``ordered=False``: see ``pool_map``."""
     if window < 1:
         raise PicPacValueError(f"window must be >= 1, got {window}")
     pool = ProcessPool(recipe, workers, method, shaped=False, name=name)
     try:
-        todo = iter(items)
-        inflight: deque[tuple[int, Any]] = deque()
-        while True:
-            while len(inflight) < window and pool.can_submit():
-                item = next(todo, _END)
-                if item is _END:
-                    break
-                inflight.append((pool.submit(item), item))
-            if not inflight:
-                return
-            n, item = inflight.popleft()
-            reply = pool.result(n)
-            yield item, (Outcome(reply[2]) if reply[0] == OK else Outcome(error=reply[1]))
+        yield from pool_map(pool, items, window, ordered)
     finally:
         pool.close()
+
+
+def pool_map(pool: ProcessPool, items: Iterable[Any], window: int,
+             ordered: bool = True) -> Iterator[tuple[Any, Outcome]]:
+    """``process_map`` on a pool the caller made (``shaped=False``) and closes: ``(item, Outcome)`` in input
+    order, or with ``ordered=False`` in the order the replies arrive (the same window; the pool runs
+    nothing else meanwhile). Items are taken from ``items`` lazily. A run left early leaves items in
+    flight: ``pool.drain()`` or close the pool then."""
+    if window < 1:
+        raise PicPacValueError(f"window must be >= 1, got {window}")
+    todo = iter(items)
+    inflight: dict[int, Any] = {}  # seq -> item, in submission order
+    while True:
+        while len(inflight) < window and pool.can_submit():
+            item = next(todo, _END)
+            if item is _END:
+                break
+            inflight[pool.submit(item)] = item
+        if not inflight:
+            return
+        n = next(iter(inflight)) if ordered else pool.ready()
+        item = inflight.pop(n)
+        reply = pool.result(n)
+        yield item, (Outcome(reply[2]) if reply[0] == OK else Outcome(error=reply[1]))
 
 
 _END = object()
