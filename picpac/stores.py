@@ -286,7 +286,8 @@ def encode_example(features: Mapping[str, tuple[str, list]]) -> bytes:
     return _delimited(1, b"".join(entries))
 
 
-def _read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+def read_varint(buf: memoryview, pos: int) -> tuple[int, int]:
+    """A protobuf varint at ``pos``: its value and the position after it."""
     result = shift = 0
     while True:
         byte = buf[pos]
@@ -304,12 +305,12 @@ def _fields_of(buf: memoryview) -> Iterator[tuple[int, int, Any]]:
     fixed32/64 as views of 4/8 bytes."""
     pos, end = 0, len(buf)
     while pos < end:
-        key, pos = _read_varint(buf, pos)
+        key, pos = read_varint(buf, pos)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, pos = _read_varint(buf, pos)
+            value, pos = read_varint(buf, pos)
         elif wire == 2:
-            size, pos = _read_varint(buf, pos)
+            size, pos = read_varint(buf, pos)
             if pos + size > end:
                 raise ValueError("a length-delimited field runs past the end")
             value, pos = buf[pos:pos + size], pos + size
@@ -370,7 +371,7 @@ def _decode_example(buf: memoryview) -> dict[str, tuple[str, list]]:
                     elif kind == "int64" and w4 == 2:
                         pos = 0
                         while pos < len(value):
-                            v, pos = _read_varint(value, pos)
+                            v, pos = read_varint(value, pos)
                             values.append(_signed64(v))
                     elif kind == "int64" and w4 == 0:
                         values.append(_signed64(value))

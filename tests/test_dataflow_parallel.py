@@ -25,6 +25,8 @@ from picpac.dataflow import (BatchData, DataFlow, DataFlowError, DataFromList, M
                              MultiThreadRunner, RepeatedData, RNGDataFlow, worker_path)
 from picpac.errors import PicPacTypeError, WorkerError
 
+from conftest import children
+
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 TESTS = Path(__file__).resolve().parent
 
@@ -89,20 +91,6 @@ def make_failing() -> Failing:
 
 
 # -- what must not outlive a flow -----------------------------------------------------------------------------
-def children(pid: int | None = None) -> set[int]:
-    """Live (non-zombie) child processes of ``pid``, from /proc."""
-    pid = os.getpid() if pid is None else pid
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.add(int(entry))
-    return found
 
 
 def alive(pid: int) -> bool:

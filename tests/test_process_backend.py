@@ -23,6 +23,8 @@ import picpac
 from picpac.processes import PREFIX, ProcessPool, WorkerError, process_map
 from picpac.transforms import Sample
 
+from conftest import children
+
 from test_stream import make_db, run
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir() or not sys.platform.startswith("linux"),
@@ -84,20 +86,6 @@ def square_recipe():
 
 
 # -- what must not outlive a stream ------------------------------------------------------------------
-def children(pid: int | None = None) -> set[int]:
-    """Live (non-zombie) child processes of ``pid``, from /proc."""
-    pid = os.getpid() if pid is None else pid
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
-                found.add(int(entry))
-    return found
 
 
 def blocks(pid: int | None = None) -> set[str]:

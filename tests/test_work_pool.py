@@ -26,6 +26,8 @@ from picpac.errors import PicPacError, PicPacTypeError, WorkerError
 from picpac.processes import PREFIX
 from picpac.work_pool import SharedConstant, WorkerProcessPool, WorkerThreadPool
 
+from conftest import children
+
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir() or not sys.platform.startswith("linux"),
                                 reason="needs Linux /proc and /dev/shm")
 METHODS = ["fork", "spawn"]
@@ -90,19 +92,6 @@ def payload_size(constant):
 
 
 # -- no leftovers ---------------------------------------------------------------------------------
-def children() -> set[int]:
-    """Live (non-zombie) child processes of this process, from /proc."""
-    found = set()
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[1]) == os.getpid() and fields[0] != "Z":
-                found.add(int(entry))
-    return found
 
 
 def blocks() -> set[str]:

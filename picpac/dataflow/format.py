@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import MissingPathError, PicPacValueError, SampleError
 from ..image import decode_channels
 from ..reader import Reader
+from ..stores import read_varint
 from . import codec
 from .base import DataFlowReentrantGuard, RNGDataFlow, optional_import
 from .common import MapData
@@ -288,17 +289,6 @@ def _value(dp: list) -> Any:
 
 
 # -- Caffe LMDB ----------------------------------------------------------------------------------------
-def _varint(data: memoryview, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-
-
 def parse_datum(data: Any) -> dict:
     """The fields of a serialised ``caffe.Datum`` protobuf (channels, height, width, data, label,
     float_data, encoded), parsed without protobuf."""
@@ -307,14 +297,14 @@ def parse_datum(data: Any) -> dict:
     names = {1: "channels", 2: "height", 3: "width", 5: "label", 7: "encoded"}
     at = 0
     while at < len(b):
-        key, at = _varint(b, at)
+        key, at = read_varint(b, at)
         number, wire = key >> 3, key & 7
         if wire == 0:
-            value, at = _varint(b, at)
+            value, at = read_varint(b, at)
             if number in names:
                 out[names[number]] = bool(value) if number == 7 else (value - (1 << 64) if value >= 1 << 63 else value)
         elif wire == 2:
-            size, at = _varint(b, at)
+            size, at = read_varint(b, at)
             chunk = b[at:at + size]
             at += size
             if number == 4:

@@ -159,6 +159,14 @@ class _AugmentBase:
     def _reset_rng(self) -> None:
         self.rng = make_rng(self.seed)
 
+    def reset_state(self) -> None:
+        self.ds.reset_state()  # type: ignore[attr-defined]
+        self._reset_rng()
+
+    def __iter__(self) -> Iterator:
+        self._need_reset(self.rng is not None)  # type: ignore[attr-defined]
+        return super().__iter__()  # the map flow's, next in the MRO
+
     def _draw(self) -> int:
         if self.rng is None:
             self._need_reset(False)  # type: ignore[attr-defined]
@@ -189,14 +197,6 @@ class AugmentImageComponent(_AugmentBase, MapDataComponent):
         self._setup(augmentors, copy, catch_exceptions, seed)
         MapDataComponent.__init__(self, ds, self._augment, index)
 
-    def reset_state(self) -> None:
-        self.ds.reset_state()
-        self._reset_rng()
-
-    def __iter__(self) -> Iterator:
-        self._need_reset(self.rng is not None)
-        return MapDataComponent.__iter__(self)
-
     def _augment(self, image: Any) -> Any:
         seed = self._draw()
 
@@ -214,14 +214,6 @@ class AugmentImageCoordinates(_AugmentBase, MapData):
         self._setup(augmentors, copy, catch_exceptions, seed)
         self._img_index, self._coords_index = img_index, coords_index
         MapData.__init__(self, ds, self._augment)
-
-    def reset_state(self) -> None:
-        self.ds.reset_state()
-        self._reset_rng()
-
-    def __iter__(self) -> Iterator:
-        self._need_reset(self.rng is not None)
-        return MapData.__iter__(self)
 
     def _augment(self, dp: Any) -> Any:
         seed = self._draw()
@@ -250,14 +242,6 @@ class AugmentImageComponents(_AugmentBase, MapData):
         if not self._index:
             raise PicPacValueError("AugmentImageComponents needs at least one image index")
         MapData.__init__(self, ds, self._augment)
-
-    def reset_state(self) -> None:
-        self.ds.reset_state()
-        self._reset_rng()
-
-    def __iter__(self) -> Iterator:
-        self._need_reset(self.rng is not None)
-        return MapData.__iter__(self)
 
     def _augment(self, dp: Any) -> Any:
         seed = self._draw()
