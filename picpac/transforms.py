@@ -394,12 +394,12 @@ class RandomResizedCrop:
     def window(self, w: int, h: int, rng: Any) -> tuple[int, int, int, int]:
         """(x, y, width, height) of the crop, drawn as torchvision does."""
         if self.random:
-            area = w * h
-            log_ratio = np.log(self.ratio)
+            area = w * h  # plain floats and math: this runs once or more per training sample
+            log_ratio = (math.log(self.ratio[0]), math.log(self.ratio[1]))
             for _ in range(10):
-                target = area * rng.uniform(*self.scale)
-                aspect = np.exp(rng.uniform(*log_ratio))
-                cw, ch = round(np.sqrt(target * aspect)), round(np.sqrt(target / aspect))
+                target = area * float(rng.uniform(*self.scale))
+                aspect = math.exp(float(rng.uniform(*log_ratio)))
+                cw, ch = round(math.sqrt(target * aspect)), round(math.sqrt(target / aspect))
                 if 0 < cw <= w and 0 < ch <= h:
                     return int(rng.integers(0, w - cw + 1)), int(rng.integers(0, h - ch + 1)), cw, ch
         aspect = w / h
