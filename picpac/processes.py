@@ -282,9 +282,10 @@ def _teardown(state: _State, grace: float = 0.2) -> None:
         p.close()
 
 
-def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str) -> Any:
-    """The recipe as a worker gets it: pickled bytes for ``spawn`` (a clear error if it cannot be),
-    the object itself for ``fork``."""
+def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str, who: str = "backend='process'",
+                what: str = "the work") -> Any:
+    """The recipe as a worker gets it: pickled bytes for ``spawn`` (a clear error, naming ``who`` and
+    ``what`` is pickled, if it cannot be), the object itself for ``fork``."""
     if method not in METHODS:
         raise PicPacValueError(f"start method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     if method == "fork":
@@ -292,9 +293,9 @@ def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str) -> Any:
     try:
         return pickle.dumps(recipe, protocol=pickle.HIGHEST_PROTOCOL)
     except Exception as exc:
-        raise PicPacTypeError(f"backend='process' with start_method='spawn' sends the work to the workers by "
-                              f"pickling it, which fails: {exc}. Define transforms at module level in an "
-                              "importable module (not lambdas or local functions), or use "
+        raise PicPacTypeError(f"{who} with start_method='spawn' sends {what} to the workers by pickling it, "
+                              f"which fails: {exc}. Define functions and classes at module level in an importable "
+                              "module (no lambdas, local functions, generators or open files), or use "
                               "start_method='fork'") from None
 
 

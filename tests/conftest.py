@@ -23,18 +23,29 @@ def shared_data() -> Path:
     return SHARED_DATA
 
 
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, parent pid, ...), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
 def children(pid: int | None = None) -> set[int]:
     """Live (non-zombie) child processes of ``pid`` (default: this process), from /proc."""
     pid = os.getpid() if pid is None else pid
     found = set()
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            try:
-                stat = Path(f"/proc/{entry}/stat").read_text()
-            except OSError:
-                continue
-            fields = stat[stat.rindex(")") + 2:].split()
-            if int(fields[1]) == pid and fields[0] != "Z":
+            fields = _proc_stat(entry)
+            if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
                 found.add(int(entry))
     return found
 

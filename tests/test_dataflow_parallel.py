@@ -25,7 +25,7 @@ from picpac.dataflow import (BatchData, DataFlow, DataFlowError, DataFromList, M
                              MultiThreadRunner, RepeatedData, RNGDataFlow, worker_path)
 from picpac.errors import PicPacTypeError, WorkerError
 
-from conftest import children
+from conftest import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
 TESTS = Path(__file__).resolve().parent
@@ -91,14 +91,6 @@ def make_failing() -> Failing:
 
 
 # -- what must not outlive a flow -----------------------------------------------------------------------------
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 def engine_threads() -> list[str]:
@@ -338,7 +330,7 @@ def test_spawn(clean):
         r.reset_state()
         out = list(r)
     assert len(out) == 6 and out[0][1] == (0,) and out[0][0] != os.getpid()
-    with pytest.raises(PicPacTypeError, match="start_method='spawn' pickles map_func"):
+    with pytest.raises(PicPacTypeError, match="start_method='spawn' sends map_func to the workers by pickling it"):
         MultiProcessMapData(numbers(3), 1, lambda dp: dp, start_method="spawn").reset_state()
     with pytest.raises(Exception, match="start_method must be one of"):
         MultiProcessRunner(numbers(3), 2, 1, start_method="forkserver")

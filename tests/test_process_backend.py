@@ -23,7 +23,7 @@ import picpac
 from picpac.processes import PREFIX, ProcessPool, WorkerError, process_map
 from picpac.transforms import Sample
 
-from conftest import children
+from conftest import alive, children
 
 from test_stream import make_db, run
 
@@ -92,14 +92,6 @@ def blocks(pid: int | None = None) -> set[str]:
     """This process's shared-memory blocks in /dev/shm."""
     mine = f"{PREFIX}{os.getpid() if pid is None else pid}_"
     return {name for name in os.listdir("/dev/shm") if name.startswith(mine)}
-
-
-def alive(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat[stat.rindex(")") + 2] != "Z"
 
 
 @pytest.fixture

@@ -292,9 +292,13 @@ class RepeatedDataPoint(ProxyDataFlow):
                 yield dp
 
 
-def _unique(flows: list) -> list:
+def _reset_each(flows: list) -> None:
+    """reset_state() every flow once, even one that appears several times."""
     seen: set[int] = set()
-    return [d for d in flows if not (id(d) in seen or seen.add(id(d)))]
+    for d in flows:
+        if id(d) not in seen:
+            seen.add(id(d))
+            d.reset_state()
 
 
 class RandomChooseData(RNGDataFlow):
@@ -316,8 +320,7 @@ class RandomChooseData(RNGDataFlow):
 
     def reset_state(self) -> None:
         super().reset_state()
-        for d in _unique([d for d, _ in self.df_lists]):
-            d.reset_state()
+        _reset_each([d for d, _ in self.df_lists])
 
     def __iter__(self) -> Iterator:
         self._need_reset(self.rng is not None)
@@ -346,8 +349,7 @@ class RandomMixData(RNGDataFlow):
 
     def reset_state(self) -> None:
         super().reset_state()
-        for d in _unique(self.df_lists):
-            d.reset_state()
+        _reset_each(self.df_lists)
 
     def __len__(self) -> int:
         return sum(self.sizes)
@@ -375,8 +377,7 @@ class ConcatData(DataFlow):
         self.df_lists = list(df_lists)
 
     def reset_state(self) -> None:
-        for d in _unique(self.df_lists):
-            d.reset_state()
+        _reset_each(self.df_lists)
 
     def __len__(self) -> int:
         return sum(len(d) for d in self.df_lists)
@@ -394,8 +395,7 @@ class JoinData(DataFlow):
         self.df_lists = list(df_lists)
 
     def reset_state(self) -> None:
-        for d in _unique(self.df_lists):
-            d.reset_state()
+        _reset_each(self.df_lists)
 
     def __len__(self) -> int:
         return min(len(d) for d in self.df_lists)

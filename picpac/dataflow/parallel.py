@@ -11,14 +11,12 @@ worker path (see :mod:`.base`), so random flows in different workers draw differ
 from __future__ import annotations
 
 import multiprocessing as mp
-import pickle
 from collections import deque
 from collections.abc import Callable, Iterator
-from typing import Any
 
-from ..errors import PicPacTypeError, PicPacValueError
+from ..errors import PicPacValueError
 from ..flow import ordered_map
-from ..processes import METHODS, OK, ProcessPool, worker_index
+from ..processes import METHODS, OK, ProcessPool, pack_recipe, worker_index
 from .base import (DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow, enter_worker_process,
                    new_entropy, worker_path, worker_scope)
 
@@ -41,18 +39,6 @@ def check_method(method: str, who: str) -> str:
     if method not in METHODS:
         raise PicPacValueError(f"{who}: start_method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
     return method
-
-
-def payload(recipe: Any, method: str, who: str, what: str) -> Any:
-    """The recipe for a ProcessPool: itself under fork, pickled under spawn (with an error that says why)."""
-    if method == "fork":
-        return recipe
-    try:
-        return pickle.dumps(recipe, protocol=pickle.HIGHEST_PROTOCOL)
-    except Exception as exc:
-        raise PicPacTypeError(f"{who} with start_method='spawn' pickles {what} for each worker, which fails: {exc}. "
-                              "Use module-level functions and classes (no lambdas, generators or open files), "
-                              "or start_method='fork'") from None
 
 
 class WorkerRecipe:
@@ -157,7 +143,7 @@ class _ProcessRunner(ProcessOwner, ProxyDataFlow):
     def reset_state(self) -> None:
         self._claim_reset()
         who = type(self).__name__
-        recipe = payload(_RunnerRecipe(self.ds, who), self._method, who, "the DataFlow")
+        recipe = pack_recipe(_RunnerRecipe(self.ds, who), self._method, who, "the DataFlow")
         self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}")
 
     def _top_up(self) -> None:

@@ -21,10 +21,10 @@ from typing import Any
 
 from ..errors import PicPacValueError
 from ..flow import ordered_map
-from ..processes import ProcessPool, pool_map
+from ..processes import ProcessPool, pack_recipe, pool_map
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow
 from .common import BatchData
-from .parallel import ProcessOwner, WorkerRecipe, check_method, forever, payload
+from .parallel import ProcessOwner, WorkerRecipe, check_method, forever
 
 __all__ = ["MultiThreadMapData", "MultiProcessMapData", "MultiProcessMapDataZMQ", "MultiProcessMapAndBatchData",
            "MultiProcessMapAndBatchDataZMQ"]
@@ -208,7 +208,7 @@ class MultiProcessMapData(ProcessOwner, _ParallelMapData):
         self._claim_reset()
         self.ds.reset_state()
         who = type(self).__name__
-        self._pool = ProcessPool(payload(_MapRecipe(self.map_func), self._method, who, "map_func"), self.num_proc,
+        self._pool = ProcessPool(pack_recipe(_MapRecipe(self.map_func), self._method, who, "map_func"), self.num_proc,
                                  self._method, shaped=False, name=f"picpac-{who}")
         self._begin()
 
@@ -290,7 +290,7 @@ class MultiProcessMapAndBatchData(ProcessOwner, ProxyDataFlow):
         self._claim_reset()
         self.ds.reset_state()
         who = "MultiProcessMapAndBatchData"
-        recipe = payload(_MapBatchRecipe(self.map_func, self.batch_size), self._method, who, "map_func")
+        recipe = pack_recipe(_MapBatchRecipe(self.map_func, self.batch_size), self._method, who, "map_func")
         self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}")
         source = forever(self.ds, who)
         size = self.batch_size
