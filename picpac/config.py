@@ -133,6 +133,7 @@ KEYS: dict[str, Key] = {
     # decoding and geometry
     "channels": Key(3, _choice(1, 3, -1)),
     "reduced_decode": Key(True, _bool),
+    "region_decode": Key(True, _bool),
     "resize_width": Key(0, _int(0)),
     "resize_height": Key(0, _int(0)),
     "min_size": Key(0, _int(0)),

@@ -1,4 +1,8 @@
-"""The image layer: decode, measure, shrink and re-encode images with OpenCV."""
+"""The image layer: decode, measure, shrink and re-encode images with OpenCV.
+
+Decoding only part of a JPEG (a region, at a reduced scale) goes through picpac's optional C
+extension ``picpac._jpeg`` over the system's libjpeg-turbo; without it every JPEG is decoded whole.
+"""
 from __future__ import annotations
 
 import struct
@@ -8,6 +12,14 @@ import cv2
 import numpy as np
 
 from .errors import PicPacValueError
+
+try:
+    from . import _jpeg
+except ImportError:  # built without libjpeg's headers: decode whole images with OpenCV
+    _jpeg = None
+
+REGION_DECODE = _jpeg is not None
+"""Whether this build decodes regions of JPEGs (the C extension picpac._jpeg was built)."""
 
 # Extensions cv2.imencode writes; anything else is re-encoded as PNG.
 _ENCODABLE = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
@@ -84,20 +96,57 @@ Its 1/8 scale is left out: it keeps only each block's DC term (32.6 dB against a
 full decode where 1/4 gives 53.7 dB) and decoded no faster than 1/4 here."""
 
 
-def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1) -> np.ndarray | None:
+Region = tuple[int, int, int, int]
+"""(x, y, width, height) in pixels."""
+
+
+def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1,
+                    region: Region | None = None) -> np.ndarray | None:
     """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A).
 
     ``reduction`` 2 or 4 decodes a JPEG at that fraction of its size (1 or 3 channels only;
     other formats decode at full size, which the caller sees from the shape).
+
+    ``region`` (in pixels of the reduced image) asks for that part alone: with REGION_DECODE, a
+    JPEG is decoded only as far down as the region reaches, and only the columns around it are
+    reconstructed, giving exactly the pixels a whole decode has there. The region is ignored
+    where that cannot be done (no extension, CMYK JPEGs, other formats), and the caller tells the
+    two answers apart by their shape. The JPEG's EXIF orientation is not applied to a region:
+    pass one only for upright JPEGs.
     """
+    if region is not None and _jpeg is not None and channels in (1, 3):
+        pixels = _decode_region(data, channels, rgb, reduction, region)
+        if pixels is not None:
+            return pixels
     img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)))
     if rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
     return img
 
 
-def jpeg_size(data: Any) -> tuple[int, int] | None:
-    """(width, height) of a JPEG as shown (EXIF orientation applied), read from its header alone.
+def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: Region) -> np.ndarray | None:
+    x, y, width, height = region
+    if bytes(memoryview(data)[-64:]).rfind(b"\xff\xd9") < 0:
+        # no end-of-image marker: truncated, though perhaps below the region; OpenCV's whole
+        # decode then gives the verdict, as without regions
+        return None
+    # one more column each side: libjpeg's chroma upsampling at the edge of a cropped row would
+    # otherwise lack its neighbour and differ from a whole decode there
+    left = max(0, x - 1)
+    mode = 0 if channels == 1 else 2 if rgb else 1
+    answer = _jpeg.decode(data, reduction, left, y, width + x - left + 1, height, mode)
+    if answer is None:
+        return None
+    pixels, first, row_width, components = answer
+    if components != channels or x + width > first + row_width:
+        return None
+    rows = np.frombuffer(pixels, np.uint8).reshape((height, row_width, channels) if channels > 1 else (height, row_width))
+    return rows[:, x - first:x - first + width]
+
+
+def jpeg_header(data: Any) -> tuple[int, int, int] | None:
+    """(width, height, EXIF orientation) of a JPEG, read from its header alone; the size is as
+    shown, with the orientation (1: upright) applied, as OpenCV's decode applies it.
 
     None when ``data`` is no JPEG or the header is not understood: the caller then decodes it.
     """
@@ -120,7 +169,7 @@ def jpeg_size(data: Any) -> tuple[int, int] | None:
                 height, width = (b[i + 5] << 8) | b[i + 6], (b[i + 7] << 8) | b[i + 8]
                 if not width or not height:
                     return None
-                return (height, width) if orientation in (5, 6, 7, 8) else (width, height)
+                return (height, width, orientation) if orientation in (5, 6, 7, 8) else (width, height, orientation)
             elif marker == 0xDA:  # scan data before any frame header
                 return None
             i += 2 + length

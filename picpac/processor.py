@@ -146,12 +146,13 @@ class Processor:
         data, channels = fields["image"], self.config["channels"]
         extra = {"colorspace": self.config["colorspace"], "source": where}
         spec = arrays.get("image") if arrays else None
-        size = image.jpeg_size(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
+        header = image.jpeg_header(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
         if spec is not None:
             sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
-        elif size is not None:
-            sample = Sample(None, label, record, extra=extra, size=size,
-                            decoder=partial(self.decode_image, data, channels, self.rgb))
+        elif header is not None:
+            width, height, orientation = header
+            sample = Sample(None, label, record, extra=extra, size=(width, height),
+                            decoder=partial(self._decode_jpeg, data, orientation == 1))
         else:
             pixels = self.decode_image(data, channels, self.rgb)
             if pixels is None:
@@ -163,6 +164,11 @@ class Processor:
         elif annotate == "image":
             sample.mask = self._mask(fields, sample.size, record, where, arrays)
         return sample
+
+    def _decode_jpeg(self, data: Any, upright: bool, reduction: int, region: image.Region | None) -> np.ndarray | None:
+        """A deferred JPEG's decoder: a region only of an upright JPEG, as ``region_decode`` allows."""
+        region = region if upright and self.config["region_decode"] else None
+        return self.decode_image(data, self.config["channels"], self.rgb, reduction, region)
 
     def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
         if "annotation" not in fields:

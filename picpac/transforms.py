@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from .errors import PicPacValueError, SampleError
-from .image import REDUCTIONS
+from .image import REDUCTIONS, Region
 from .shapes import Shapes
 
 
@@ -28,8 +28,9 @@ class Sample:
     of geometric steps resamples the pixels once and shapes stay exact.
 
     The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
-    when the pixels are read, by ``d(reduction)`` at 1/1, 1/2 or 1/4 scale: the smallest
-    decode that still has at least the resolution the pending map needs.
+    when the pixels are read, by ``d(reduction, region)`` at 1/1, 1/2 or 1/4 scale: the smallest
+    decode that still has at least the resolution the pending map needs. ``region`` (or None) is
+    the part of that decode the map reads; ``d`` returns either that region or the whole image.
     """
 
     __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border",
@@ -37,7 +38,7 @@ class Sample:
 
     def __init__(self, image: np.ndarray | None, label: float, record: int, *, mask: np.ndarray | None = None,
                  shapes: Shapes | None = None, extra: dict[str, Any] | None = None,
-                 size: tuple[int, int] | None = None, decoder: Callable[[int], np.ndarray | None] | None = None):
+                 size: tuple[int, int] | None = None, decoder: Callable[[int, Region | None], np.ndarray | None] | None = None):
         self._image, self._mask, self.shapes = image, mask, shapes
         self.label, self.record, self.extra = label, record, {} if extra is None else extra
         self._matrix: np.ndarray | None = None
@@ -98,7 +99,8 @@ class Sample:
         self._mask = value
 
     def _decode(self) -> tuple[np.ndarray, np.ndarray | None]:
-        """Decode the deferred image at the largest reduction the pending map allows; the map for it."""
+        """Decode the deferred image at the largest reduction the pending map allows, and only the
+        region the map reads; the map for the pixels decoded."""
         reduction = 1
         if self._matrix is not None:
             (a, b, _), (c, d, _) = self._matrix.tolist()
@@ -108,21 +110,56 @@ class Sample:
             reduction = next(r for r in REDUCTIONS if largest * r <= 1 + 1e-9 or r == 1)
         width, height = self._source_size
         for r in (reduction, 1) if reduction > 1 else (1,):
-            pixels = self._decoder(r)
+            region = self._region(r)
+            pixels = self._decoder(r, region)
             if pixels is None:
                 raise SampleError(self.extra.get("source", "sample"), self.record, "cannot decode its image")
             h, w = pixels.shape[:2]
+            if region is not None and (w, h) == region[2:]:
+                left, top = region[:2]
+                break
             if abs(w - width / r) < 1 and abs(h - height / r) < 1:
+                left = top = 0
                 break
         else:
             raise SampleError(self.extra.get("source", "sample"), self.record,
                               f"decodes to {w}x{h}, but its header says {width}x{height}")
-        if r == 1:
+        if (r, left, top) == (1, 0, 0):
             return pixels, self._matrix
         # libjpeg's 1/r decode makes pixel j of block [r j, r j + r): exactly r, even where the last
         # block sticks out of the image (a width of ceil(W / r))
-        to_source = np.array([[r, 0, 0], [0, r, 0]], np.float64)
+        to_source = np.array([[r, 0, r * left], [0, r, r * top]], np.float64)
         return pixels, _compose(self._matrix if self._matrix is not None else _IDENTITY, to_source)
+
+    def _region(self, reduction: int) -> Region | None:
+        """The part of the 1/``reduction`` decode that the pending map reads, when it is axis-aligned.
+
+        Edges inside the image get a margin of one pixel (all that bilinear reads), edges outside
+        are clipped to it, so a constant or replicated border behaves as on the whole image; with
+        another border, a map that reads outside the image gets no region. A map that shrinks by
+        more than 2x outside a plain slice is left alone: _resample pre-shrinks the whole array, and
+        its grid would move with the region.
+        """
+        if self._matrix is None:
+            return None
+        (a, b, _), (c, d, _) = self._matrix.tolist()
+        if b or c or not a or not d:
+            return None
+        width, height = self._source_size
+        full = (-(-width // reduction), -(-height // reduction))
+        u0, v0, u1, v1 = (v / reduction for v in _axis_window(self._matrix, self._size))
+        inside = u0 >= -1e-6 and v0 >= -1e-6 and u1 <= full[0] + 1e-6 and v1 <= full[1] + 1e-6
+        if not inside and self._border[0] not in (cv2.BORDER_CONSTANT, cv2.BORDER_REPLICATE):
+            return None  # a reflecting or wrapping border reads pixels far from the window
+        sliced = inside and all(abs(v - round(v)) < 1e-6 for v in (u0, v0, u1, v1))
+        if not sliced and min(abs(a), abs(d)) * reduction < 0.5:
+            return None
+        x0, y0 = max(0, math.floor(u0 + 1e-6) - (not sliced)), max(0, math.floor(v0 + 1e-6) - (not sliced))
+        x1 = min(full[0], math.ceil(u1 - 1e-6) + (not sliced))
+        y1 = min(full[1], math.ceil(v1 - 1e-6) + (not sliced))
+        if x1 <= x0 or y1 <= y0:
+            return None
+        return x0, y0, x1 - x0, y1 - y0
 
     def copy(self) -> Sample:
         """An independent sample (arrays are shared: transforms replace arrays, never write into them)."""
@@ -154,6 +191,13 @@ def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     return np.hstack([outer[:, :2] @ inner[:, :2], (outer[:, :2] @ inner[:, 2] + outer[:, 2])[:, None]])
 
 
+def _axis_window(matrix: np.ndarray, size: tuple[int, int]) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1): the source window an axis-aligned ``matrix`` maps onto a ``size`` canvas."""
+    (a, _, tx), (_, d, ty) = matrix.tolist()
+    xs, ys = sorted((-tx / a, (size[0] - tx) / a)), sorted((-ty / d, (size[1] - ty) / d))
+    return xs[0], ys[0], xs[1], ys[1]
+
+
 def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], interpolation: int, border: int,
               fill: float) -> np.ndarray:
     """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
@@ -166,8 +210,7 @@ def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], inte
     width, height = size
     h, w = array.shape[:2]
     if b == 0 and c == 0 and a and d:  # axis-aligned, maybe mirrored
-        xs, ys = sorted((-tx / a, (width - tx) / a)), sorted((-ty / d, (height - ty) / d))
-        window = (xs[0], ys[0], xs[1], ys[1])
+        window = _axis_window(matrix, size)
         x0, y0, x1, y1 = (round(v) for v in window)
         if all(abs(v - r) < 1e-6 for v, r in zip(window, (x0, y0, x1, y1))) \
                 and x0 >= 0 and y0 >= 0 and x1 <= w and y1 <= h:

@@ -15,10 +15,10 @@ def big_jpeg(pixels: np.ndarray) -> bytes:
 
 
 def deferred(data: bytes, used: list[int]) -> Sample:
-    def decoder(reduction: int) -> np.ndarray:
+    def decoder(reduction: int, region: image.Region | None) -> np.ndarray:
         used.append(reduction)
         return image.decode_channels(data, 3, False, reduction)
-    return Sample(None, 0.0, 0, size=image.jpeg_size(data), decoder=decoder)
+    return Sample(None, 0.0, 0, size=image.jpeg_header(data)[:2], decoder=decoder)
 
 
 @pytest.mark.parametrize("transform, reduction", [
