@@ -384,7 +384,8 @@ def main() -> int:
                           f"(first batch after {result[1]:.2f} s)", flush=True)
 
         print(f"\nresults: {args.samples} samples{' (--large)' if args.large else ''}, median of {args.repeats}; "
-              f"load average after the runs {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+              f"load average after the runs {' '.join(f'{v:.2f}' for v in os.getloadavg())}; picpac region "
+              f"decoding {'on' if picpac.image.REGION_DECODE else 'off (picpac._jpeg not built)'}")
         for w in workloads:
             med = {n: statistics.median(v[0] for v in runs[w, n]) for n in names}
             first = {n: statistics.median(v[1] for v in runs[w, n]) for n in names}
