@@ -325,6 +325,23 @@ def prepare(tmp: str, samples: int, large: bool) -> tuple[list[str], list[int], 
     return paths, labels, jpegs, db, note
 
 
+def decode_rates(jpegs: list[bytes]) -> tuple[float, float]:
+    """One-core img/s of decoding every JPEG whole: cv2.imdecode, and PIL as torchvision's pil_loader does."""
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        t0 = time.perf_counter()
+        for data in jpegs:
+            cv2_decode(data)
+        t1 = time.perf_counter()
+        for data in jpegs:
+            Image.open(io.BytesIO(data)).convert("RGB")
+        t2 = time.perf_counter()
+    finally:
+        cv2.setNumThreads(threads)
+    return len(jpegs) / (t1 - t0), len(jpegs) / (t2 - t1)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=2000)
@@ -365,12 +382,14 @@ def main() -> int:
               "contender RGB (PIL's native order); shuffle on for W1, off for W2; the RandomResizedCrop window "
               "follows torchvision's algorithm in every contender")
         print(f"runs: {args.repeats} repeats, contenders interleaved within each repeat "
-              f"(order per repeat: {', '.join(f'{w}: ' + ' '.join(names) for w in workloads)}); medians reported\n",
+              f"(order per repeat: one-core decode rates, then {', '.join(f'{w}: ' + ' '.join(names) for w in workloads)}); medians reported\n",
               flush=True)
 
         runs: dict[tuple[str, str], list[tuple[float, float]]] = {(w, n): [] for w in workloads for n in names}
         stage_ms: dict[str, dict[str, list[float]]] = {w: {} for w in workloads}
+        decodes = []
         for r in range(args.repeats):
+            decodes.append(decode_rates(jpegs))
             for w in workloads:
                 for n in names:
                     if n == "ceiling":
@@ -386,6 +405,9 @@ def main() -> int:
         print(f"\nresults: {args.samples} samples{' (--large)' if args.large else ''}, median of {args.repeats}; "
               f"load average after the runs {' '.join(f'{v:.2f}' for v in os.getloadavg())}; picpac region "
               f"decoding {'on' if picpac.image.REGION_DECODE else 'off (picpac._jpeg not built)'}")
+        print(f"one-core whole-image decode of these JPEGs: cv2.imdecode "
+              f"{statistics.median(d[0] for d in decodes):.0f} img/s, PIL open + convert('RGB') "
+              f"{statistics.median(d[1] for d in decodes):.0f} img/s")
         for w in workloads:
             med = {n: statistics.median(v[0] for v in runs[w, n]) for n in names}
             first = {n: statistics.median(v[1] for v in runs[w, n]) for n in names}

@@ -11,7 +11,7 @@
 
 #include <setjmp.h>
 #include <stdio.h>
-#include <stdlib.h>
+#include <string.h>
 #include <jpeglib.h>
 
 typedef struct {
@@ -38,10 +38,24 @@ enum { GRAY = 0, BGR = 1, RGB = 2 };
 enum { OK = 0, FAILED = -1, UNSUPPORTED = -2 };
 enum { MIN_WIDTH = 32 }; /* pixels: at least 2 iMCUs of 4:2:0 at full scale */
 
-/* Read the header, set the scale and colour space, start, and narrow the output to the columns of
- * [*x, *x + *width); libjpeg widens them to iMCU boundaries and reports what it chose. */
+/* Whether an end-of-image marker closes the data (in its last 64 bytes, trailing bytes allowed):
+ * without one the JPEG is truncated, perhaps below the region, where no warning would show it. */
+static int has_end(const unsigned char *data, size_t size) {
+    size_t i = size > 64 ? size - 64 : 0;
+    for (; i + 1 < size; i++)
+        if (data[i] == 0xFF && data[i + 1] == 0xD9)
+            return 1;
+    return 0;
+}
+
+/* Read the header, set the scale and colour space, start, check that rows [y, y + height) exist,
+ * and narrow the output to the columns of [*x, *x + *width); libjpeg widens them to iMCU
+ * boundaries and reports what it chose. */
 static int start(Decoder *d, const unsigned char *data, size_t size, int reduction, int mode,
-                 JDIMENSION *x, JDIMENSION *width, JDIMENSION *full_width, JDIMENSION *full_height) {
+                 JDIMENSION y, JDIMENSION height, JDIMENSION *x, JDIMENSION *width) {
+    JDIMENSION full_width;
+    if (!has_end(data, size))
+        return UNSUPPORTED;
     if (setjmp(d->error.jump))
         return FAILED;
     jpeg_create_decompress(&d->info);
@@ -55,21 +69,20 @@ static int start(Decoder *d, const unsigned char *data, size_t size, int reducti
     d->info.scale_denom = (unsigned int)reduction;
     d->info.out_color_space = mode == GRAY ? JCS_GRAYSCALE : mode == RGB ? JCS_EXT_RGB : JCS_EXT_BGR;
     jpeg_start_decompress(&d->info);
-    *full_width = d->info.output_width;
-    *full_height = d->info.output_height;
-    if (*x >= *full_width)
+    full_width = d->info.output_width;
+    if (*x >= full_width || y + height > d->info.output_height)
         return UNSUPPORTED;
-    if (*x + *width > *full_width) /* a region may reach past the edge: keep what is inside */
-        *width = *full_width - *x;
+    if (*x + *width > full_width) /* a region may reach past the right edge: keep what is inside */
+        *width = full_width - *x;
     if (*width < MIN_WIDTH) {
         /* libjpeg upsamples the chroma of a row only 1 or 2 samples wide by plain replication,
          * unlike the rest of the image: widen narrow crops, leftwards at the right edge */
-        JDIMENSION wanted = *full_width < MIN_WIDTH ? *full_width : MIN_WIDTH;
-        if (*x + wanted > *full_width)
-            *x = *full_width - wanted;
+        JDIMENSION wanted = full_width < MIN_WIDTH ? full_width : MIN_WIDTH;
+        if (*x + wanted > full_width)
+            *x = full_width - wanted;
         *width = wanted;
     }
-    if (*width < *full_width)
+    if (*width < full_width)
         jpeg_crop_scanline(&d->info, x, width);
     return OK;
 }
@@ -96,20 +109,21 @@ static int read_rows(Decoder *d, JDIMENSION y, JDIMENSION height, unsigned char 
 }
 
 PyDoc_STRVAR(decode_doc,
-"decode(data, reduction, x, y, width, height, mode) -> (pixels, x0, row_width, channels) | None\n\n"
+"decode(data, reduction, x, y, width, height, mode) -> (pixels, x0, row_width) | None\n\n"
 "Decode rows [y, y + height) of a JPEG at scale 1/reduction (1, 2, 4 or 8), reconstructing only the\n"
 "iMCU-aligned columns around [x, x + width) (coordinates in scaled pixels; columns past the right\n"
 "edge are dropped, a region narrower than 32 pixels is widened). The first and last columns of a\n"
 "crop inside the image may differ from a whole decode (chroma upsampling lacks their neighbour):\n"
 "ask for one more column each side. mode: 0 gray, 1 BGR,\n"
-"2 RGB. ``pixels`` is a bytearray of height rows of row_width * channels bytes whose first column\n"
-"is scaled column x0 (x0 <= x). None when the JPEG is CMYK/YCCK, is damaged (even a libjpeg warning),\n"
-"or the region lies outside the scaled image: the caller then decodes it another way.");
+"2 RGB. ``pixels`` is a bytearray of height rows of row_width * (1 or 3) bytes whose first column\n"
+"is scaled column x0 (x0 <= x). None when the JPEG is CMYK/YCCK, is damaged (even a libjpeg warning,\n"
+"or no end-of-image marker), or the region's rows or first column lie outside the scaled image: the\n"
+"caller then decodes it another way.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     Py_buffer data;
-    int reduction, mode, x, y, width, height, status, channels = 0;
-    JDIMENSION cx, cw, full_width = 0, full_height = 0;
+    int reduction, mode, x, y, width, height, status;
+    JDIMENSION cx, cw;
     Decoder d;
     PyObject *pixels = NULL;
     (void)module;
@@ -128,14 +142,10 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     cx = (JDIMENSION)x;
     cw = (JDIMENSION)width;
     Py_BEGIN_ALLOW_THREADS
-    status = start(&d, data.buf, (size_t)data.len, reduction, mode, &cx, &cw, &full_width, &full_height);
+    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw);
     Py_END_ALLOW_THREADS
-    if (status == OK && (JDIMENSION)y + (JDIMENSION)height > full_height)
-        status = UNSUPPORTED;
     if (status == OK) {
-        size_t stride;
-        channels = d.info.output_components;
-        stride = (size_t)cw * (size_t)channels;
+        size_t stride = (size_t)cw * (size_t)d.info.output_components;
         pixels = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(stride * (size_t)height));
         if (pixels == NULL) {
             jpeg_destroy_decompress(&d.info);
@@ -156,7 +166,7 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         Py_XDECREF(pixels);
         Py_RETURN_NONE;
     }
-    return Py_BuildValue("(Niii)", pixels, (int)cx, (int)cw, channels);
+    return Py_BuildValue("(Nii)", pixels, (int)cx, (int)cw);
 }
 
 static PyMethodDef methods[] = {
@@ -170,11 +180,4 @@ static struct PyModuleDef module_def = {
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__jpeg(void) {
-    PyObject *m = PyModule_Create(&module_def);
-    if (m != NULL && PyModule_AddIntConstant(m, "LIBJPEG_VERSION", JPEG_LIB_VERSION) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
-}
+PyMODINIT_FUNC PyInit__jpeg(void) { return PyModule_Create(&module_def); }

@@ -126,10 +126,6 @@ def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1,
 
 def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: Region) -> np.ndarray | None:
     x, y, width, height = region
-    if bytes(memoryview(data)[-64:]).rfind(b"\xff\xd9") < 0:
-        # no end-of-image marker: truncated, though perhaps below the region; OpenCV's whole
-        # decode then gives the verdict, as without regions
-        return None
     # one more column each side: libjpeg's chroma upsampling at the edge of a cropped row would
     # otherwise lack its neighbour and differ from a whole decode there
     left = max(0, x - 1)
@@ -137,8 +133,8 @@ def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: 
     answer = _jpeg.decode(data, reduction, left, y, width + x - left + 1, height, mode)
     if answer is None:
         return None
-    pixels, first, row_width, components = answer
-    if components != channels or x + width > first + row_width:
+    pixels, first, row_width = answer
+    if x + width > first + row_width:  # the region reaches past the right edge
         return None
     rows = np.frombuffer(pixels, np.uint8).reshape((height, row_width, channels) if channels > 1 else (height, row_width))
     return rows[:, x - first:x - first + width]

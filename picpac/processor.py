@@ -112,6 +112,8 @@ class Processor:
         self.mean = None if c["mean"] is None else np.float32(c["mean"])
         self.std = None if c["std"] is None else np.float32(c["std"])
         self.decode_image = _timed_decode if c["profile"] else image.decode_channels
+        # a region of an upright JPEG only (libjpeg does not apply EXIF orientation)
+        self.region_decode = c["region_decode"] and image.REGION_DECODE
 
     def _legacy_perturbation(self) -> list:
         """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
@@ -152,7 +154,8 @@ class Processor:
         elif header is not None:
             width, height, orientation = header
             sample = Sample(None, label, record, extra=extra, size=(width, height),
-                            decoder=partial(self._decode_jpeg, data, orientation == 1))
+                            decoder=partial(self.decode_image, data, channels, self.rgb),
+                            regions=self.region_decode and orientation == 1)
         else:
             pixels = self.decode_image(data, channels, self.rgb)
             if pixels is None:
@@ -164,11 +167,6 @@ class Processor:
         elif annotate == "image":
             sample.mask = self._mask(fields, sample.size, record, where, arrays)
         return sample
-
-    def _decode_jpeg(self, data: Any, upright: bool, reduction: int, region: image.Region | None) -> np.ndarray | None:
-        """A deferred JPEG's decoder: a region only of an upright JPEG, as ``region_decode`` allows."""
-        region = region if upright and self.config["region_decode"] else None
-        return self.decode_image(data, self.config["channels"], self.rgb, reduction, region)
 
     def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
         if "annotation" not in fields:

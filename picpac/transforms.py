@@ -29,21 +29,23 @@ class Sample:
 
     The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
     when the pixels are read, by ``d(reduction, region)`` at 1/1, 1/2 or 1/4 scale: the smallest
-    decode that still has at least the resolution the pending map needs. ``region`` (or None) is
-    the part of that decode the map reads; ``d`` returns either that region or the whole image.
+    decode that still has at least the resolution the pending map needs. With ``regions=True``,
+    ``region`` is the part of that decode the map reads (else None); ``d`` returns either that
+    region or the whole image.
     """
 
     __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border",
-                 "_decoder", "_source_size")
+                 "_decoder", "_regions", "_source_size")
 
     def __init__(self, image: np.ndarray | None, label: float, record: int, *, mask: np.ndarray | None = None,
                  shapes: Shapes | None = None, extra: dict[str, Any] | None = None,
-                 size: tuple[int, int] | None = None, decoder: Callable[[int, Region | None], np.ndarray | None] | None = None):
+                 size: tuple[int, int] | None = None, decoder: Callable[[int, Region | None], np.ndarray | None] | None = None,
+                 regions: bool = False):
         self._image, self._mask, self.shapes = image, mask, shapes
         self.label, self.record, self.extra = label, record, {} if extra is None else extra
         self._matrix: np.ndarray | None = None
         self._size = (image.shape[1], image.shape[0]) if image is not None else size
-        self._source_size, self._decoder = self._size, decoder
+        self._source_size, self._decoder, self._regions = self._size, decoder, regions
         self._border = (cv2.BORDER_CONSTANT, 0)
 
     @property
@@ -110,7 +112,7 @@ class Sample:
             reduction = next(r for r in REDUCTIONS if largest * r <= 1 + 1e-9 or r == 1)
         width, height = self._source_size
         for r in (reduction, 1) if reduction > 1 else (1,):
-            region = self._region(r)
+            region = self._region(r) if self._regions else None
             pixels = self._decoder(r, region)
             if pixels is None:
                 raise SampleError(self.extra.get("source", "sample"), self.record, "cannot decode its image")
@@ -147,16 +149,16 @@ class Sample:
             return None
         width, height = self._source_size
         full = (-(-width // reduction), -(-height // reduction))
-        u0, v0, u1, v1 = (v / reduction for v in _axis_window(self._matrix, self._size))
+        u0, v0, u1, v1 = window = tuple(v / reduction for v in _axis_window(self._matrix, self._size))
         inside = u0 >= -1e-6 and v0 >= -1e-6 and u1 <= full[0] + 1e-6 and v1 <= full[1] + 1e-6
         if not inside and self._border[0] not in (cv2.BORDER_CONSTANT, cv2.BORDER_REPLICATE):
             return None  # a reflecting or wrapping border reads pixels far from the window
-        sliced = inside and all(abs(v - round(v)) < 1e-6 for v in (u0, v0, u1, v1))
+        sliced = _slice_window(window, full) is not None
         if not sliced and min(abs(a), abs(d)) * reduction < 0.5:
             return None
-        x0, y0 = max(0, math.floor(u0 + 1e-6) - (not sliced)), max(0, math.floor(v0 + 1e-6) - (not sliced))
-        x1 = min(full[0], math.ceil(u1 - 1e-6) + (not sliced))
-        y1 = min(full[1], math.ceil(v1 - 1e-6) + (not sliced))
+        margin = 0 if sliced else 1
+        x0, y0 = max(0, math.floor(u0 + 1e-6) - margin), max(0, math.floor(v0 + 1e-6) - margin)
+        x1, y1 = min(full[0], math.ceil(u1 - 1e-6) + margin), min(full[1], math.ceil(v1 - 1e-6) + margin)
         if x1 <= x0 or y1 <= y0:
             return None
         return x0, y0, x1 - x0, y1 - y0
@@ -198,6 +200,14 @@ def _axis_window(matrix: np.ndarray, size: tuple[int, int]) -> tuple[float, floa
     return xs[0], ys[0], xs[1], ys[1]
 
 
+def _slice_window(window: tuple[float, float, float, float], size: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """``window`` as integers when it is integer-aligned and inside a ``size`` = (w, h) array (a plain slice)."""
+    x0, y0, x1, y1 = cut = tuple(round(v) for v in window)
+    if all(abs(v - r) < 1e-6 for v, r in zip(window, cut)) and x0 >= 0 and y0 >= 0 and x1 <= size[0] and y1 <= size[1]:
+        return cut
+    return None
+
+
 def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], interpolation: int, border: int,
               fill: float) -> np.ndarray:
     """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
@@ -206,14 +216,13 @@ def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], inte
     slice, cv2.resize (INTER_AREA when shrinking: no aliasing) and cv2.flip; anything else is one
     warpAffine, after an INTER_AREA pre-shrink when the map shrinks by more than 2x.
     """
-    (a, b, tx), (c, d, ty) = matrix.tolist()
+    (a, b, _), (c, d, _) = matrix.tolist()
     width, height = size
     h, w = array.shape[:2]
     if b == 0 and c == 0 and a and d:  # axis-aligned, maybe mirrored
-        window = _axis_window(matrix, size)
-        x0, y0, x1, y1 = (round(v) for v in window)
-        if all(abs(v - r) < 1e-6 for v, r in zip(window, (x0, y0, x1, y1))) \
-                and x0 >= 0 and y0 >= 0 and x1 <= w and y1 <= h:
+        cut = _slice_window(_axis_window(matrix, size), (w, h))
+        if cut is not None:
+            x0, y0, x1, y1 = cut
             out = array[y0:y1, x0:x1]
             if (x1 - x0, y1 - y0) != size:
                 shrink = interpolation == cv2.INTER_LINEAR and width * height < out.shape[0] * out.shape[1]
