@@ -4,7 +4,11 @@ import hashlib
 import os
 from pathlib import Path
 
+import cv2
+import numpy as np
 import pytest
+
+import picpac
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -14,6 +18,32 @@ def payload(i: int, size: int | None = None) -> bytes:
     size = 17 + (i * 37) % 300 if size is None else size
     block = hashlib.sha256(str(i).encode()).digest()
     return (block * (size // len(block) + 1))[:size]
+
+
+def png(pixels: np.ndarray) -> bytes:
+    return cv2.imencode(".png", pixels)[1].tobytes()
+
+
+def make_db(path, n: int = 20, size=(8, 6), labels=None, groups=None, broken=()) -> Path:
+    """n lossless BGR images; image i is filled with (i, 2i, 3i) mod 256 (B, G, R); label i unless given."""
+    w, h = size
+    with picpac.Writer(path) as writer:
+        for i in range(n):
+            pixels = np.empty((h, w, 3), np.uint8)
+            pixels[:] = (i % 256, 2 * i % 256, 3 * i % 256)
+            data = b"not an image" if i in broken else png(pixels)
+            writer.append(image=data, label=float(i if labels is None else labels[i]),
+                          group=None if groups is None else int(groups[i]))
+    return path
+
+
+def run(stream, batches: int | None = None) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    out = []
+    for i, batch in enumerate(stream):
+        out.append(batch)
+        if batches is not None and i + 1 == batches:
+            break
+    return out
 
 
 @pytest.fixture

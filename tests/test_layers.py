@@ -1,75 +1,124 @@
-"""The package's layering (docs/architecture.md): no module imports a higher layer."""
+"""The package's layering (docs/architecture.md): one subpackage per layer, none imports a higher one,
+the core never imports a heavy framework, and the tests mirror the tree."""
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "picpac"
-RANK = {
-    "__init__": 9, "errors": 0,
-    "format": 1, "writer": 1, "reader": 1,
-    "sources": 2,
-    "stores": 2,
-    "sampling": 3, "data_source": 3,
-    "image": 4, "transforms": 4, "shapes": 4, "color": 4, "specs": 4, "dense": 4, "batched": 4,
-    "flow": 5, "processes": 5, "work_pool": 5,
-    "dataflow": 5,  # the package picpac/dataflow/: every module in it
-    "config": 6, "stream": 6, "processor": 6, "loader": 6,
-    "ingest": 8, "info": 8, "verify": 8, "demo": 8, "cli": 8, "bench": 8,
-}
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGE = ROOT / "picpac"
+TESTS = ROOT / "tests"
+# Bottom-up. A module imports its own subpackage and the layers below it; layers of one rank (stores
+# and sources) do not import each other. picpac/__init__.py, the public API, stands above them all.
+LAYERS = [("errors",), ("file",), ("stores", "sources"), ("sampling",), ("image",), ("engine",), ("dataflow",),
+          ("stream",), ("adapters",), ("tools",)]
+RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names} | {"__init__": len(LAYERS)}
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
+# Public module names registered by picpac/__init__.py: code inside the package imports the module
+# where it lives instead (the alias exists only once picpac/__init__.py has run).
+ALIASES = {"transforms", "color", "dense", "batched", "data_source", "work_pool", "ingest"}
 
 
 def modules() -> dict[str, Path]:
-    """Every module of the package, subpackages included, by dotted name ("stream", "dataflow.base")."""
-    return {".".join(p.relative_to(PACKAGE).with_suffix("").parts): p for p in sorted(PACKAGE.rglob("*.py"))}
+    """Every module of the package by dotted name under picpac ("stream.image_stream", "__init__")."""
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" and len(parts) > 1 else parts)] = path
+    return found
 
 
-def rank(name: str) -> int | None:
-    """A module's layer: its own entry, else its top package's (a subpackage's modules share its layer)."""
-    return RANK.get(name, RANK.get(name.split(".")[0]))
+def layer(name: str) -> str:
+    """The layer of a module: its top-level subpackage ("stream.config" -> "stream")."""
+    return name.split(".")[0]
 
 
 def imports_of(path: Path) -> set[str]:
-    package = list(path.relative_to(PACKAGE).parent.parts)  # [] for a top-level module
+    """What a module imports, relative imports resolved to names under picpac ("file.reader")."""
+    parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
+    package = parts[:-1]  # a module's package; for an __init__.py, the package it defines
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
-            if node.level:  # relative: from .x import y / from . import x / from ..x import y
-                base = package[:len(package) - (node.level - 1)] if node.level - 1 <= len(package) else []
+            if node.level:
+                base = package[:len(package) - (node.level - 1)]
+                module = base + (node.module.split(".") if node.module else [])
                 if node.module:
-                    parts = base + node.module.split(".")
-                    names.add(".".join(parts[:len(base) + 1]))
-                else:
-                    names |= {".".join(base + [a.name]) for a in node.names}
+                    names.add(".".join(module))
+                names |= {".".join(module + [a.name]) for a in node.names if not node.module}
             elif node.module:
-                names.add(node.module)
+                names.add(node.module.removeprefix("picpac.") if node.module.startswith("picpac.") else node.module)
         elif isinstance(node, ast.Import):
-            names |= {a.name for a in node.names}
+            names |= {a.name.removeprefix("picpac.") if a.name.startswith("picpac.") else a.name
+                      for a in node.names}
     return names
 
 
-def test_every_module_has_a_layer():
-    assert {name for name in modules() if rank(name) is None} == set()
+def internal(name: str) -> bool:
+    """Whether an imported name is a module of the package (not numpy, not ``__version__``)."""
+    return layer(name) in RANK and name != "__init__"
 
 
-def test_no_module_imports_a_higher_layer():
+def test_every_module_is_in_a_layer():
+    assert {name for name in modules() if layer(name) not in RANK} == set()
+    assert {p.name for p in PACKAGE.iterdir() if p.suffix == ".py"} == {"__init__.py", "errors.py"}
+
+
+def test_no_module_imports_a_higher_layer_or_a_sibling():
     bad = []
     for module, path in modules().items():
+        if module == "__init__":
+            continue
         for name in imports_of(path):
-            name = name.removeprefix("picpac.")
-            if rank(name) is not None and rank(name) > rank(module) and module != "__init__":
-                bad.append(f"{module} (layer {rank(module)}) imports {name} (layer {rank(name)})")
+            if not internal(name) or layer(name) == layer(module):
+                continue
+            if RANK[layer(name)] >= RANK[layer(module)]:
+                bad.append(f"{module} ({layer(module)}) imports {name} ({layer(name)})")
+    assert bad == []
+
+
+def test_package_code_imports_modules_where_they_live():
+    bad = [f"{module} imports the public alias {name}" for module, path in modules().items() if module != "__init__"
+           for name in imports_of(path) if name in ALIASES]
     assert bad == []
 
 
 def test_core_never_imports_heavy_frameworks():
     for module, path in modules().items():
-        assert not {n.split(".")[0] for n in imports_of(path)} & HEAVY, module
+        if layer(module) != "adapters":
+            assert not {n.split(".")[0] for n in imports_of(path)} & HEAVY, module
 
 
-def test_subpackage_imports_are_resolved():
-    """``from ..stream import x`` in picpac/dataflow/ is the stream module (layer 6), and is caught."""
-    path = PACKAGE / "dataflow" / "base.py"
-    assert imports_of(path) >= {"errors", "numpy"}
+def test_importing_everything_loads_no_heavy_framework():
+    code = ("import importlib, pkgutil, sys, picpac\n"
+            "for m in pkgutil.walk_packages(picpac.__path__, 'picpac.'):\n"
+            "    if not m.name.startswith('picpac.adapters'): importlib.import_module(m.name)\n"
+            f"print(sorted(n for n in {sorted(HEAVY)!r} if n in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_relative_imports_are_resolved():
+    """``from ..stream import x`` in picpac/dataflow/ is the stream layer, and would be caught."""
+    assert imports_of(PACKAGE / "dataflow" / "base.py") >= {"errors", "numpy"}
     assert "dataflow.codec" in imports_of(PACKAGE / "dataflow" / "remote.py")
+    assert "file.layout" in imports_of(PACKAGE / "file" / "reader.py")
+    assert "image" in imports_of(PACKAGE / "tools" / "verify.py")
+
+
+@pytest.mark.parametrize("test", sorted(TESTS.rglob("test_*.py")), ids=lambda p: str(p.relative_to(TESTS)))
+def test_tests_mirror_the_tree(test):
+    """tests/<layer>/test_<module>[_<aspect>].py tests picpac/<layer>/<module>.py (or the layer's package);
+    tests of the whole package (layers, docs, public API) stand in tests/ itself."""
+    folder = test.relative_to(TESTS).parent
+    if folder == Path("."):
+        assert test.stem in {"test_layers", "test_docs", "test_public_api"}
+        return
+    assert (PACKAGE / folder).is_dir(), f"{folder} is no subpackage of picpac"
+    names = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"} | {folder.name}
+    assert any(test.stem == f"test_{n}" or test.stem.startswith(f"test_{n}_") for n in names), \
+        f"{test.name} names no module of picpac/{folder}: {sorted(names)}"

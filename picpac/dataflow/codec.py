@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
-from ..processes import _pack, _unpack
+from ..engine.processes import _pack, _unpack
 
 MAGIC = b"PPDF"
 VERSION = 1

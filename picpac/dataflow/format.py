@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingPathError, PicPacValueError, SampleError
-from ..image import decode_channels
-from ..reader import Reader
+from ..image.decode import decode_channels
+from ..file.reader import Reader
 from ..stores import read_varint
 from . import codec
 from .base import DataFlowReentrantGuard, RNGDataFlow, optional_import

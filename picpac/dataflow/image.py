@@ -25,9 +25,9 @@ import cv2
 import numpy as np
 
 from ..errors import MissingPathError, PicPacTypeError, PicPacValueError
-from ..image import decode_channels
-from ..shapes import Shapes
-from ..transforms import Sample
+from ..image.decode import decode_channels
+from ..image.shapes import Shapes
+from ..image.transforms import Sample
 from .base import DataFlow, RNGDataFlow, make_rng
 from .common import MapData, MapDataComponent
 

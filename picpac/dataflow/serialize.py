@@ -24,8 +24,8 @@ import numpy as np
 
 from ..errors import CorruptError, PicPacTypeError, PicPacValueError
 from ..stores import crc32c, masked_crc32c, tfrecord_frame
-from ..format import ArraySpec
-from ..writer import Writer
+from ..file.layout import ArraySpec
+from ..file.writer import Writer
 from . import codec
 from .base import DataFlow, optional_import
 from .format import DATAPOINT_FIELD, KEYS, META_KEY, SPECIAL, HDF5Data, LMDBData, LMDBDataPoint, PicPacData

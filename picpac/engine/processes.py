@@ -1,0 +1,649 @@
+"""The process engine: worker processes for per-item work that holds the GIL (flow layer).
+
+Threads (``flow.ordered_map``) are the right engine while the work releases the GIL (OpenCV,
+NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker processes instead:
+
+* every worker builds its own work function from a picklable *recipe* (``recipe() -> work``), so
+  nothing but small items travels to it (under ``spawn`` the recipe is pickled once per worker;
+  under ``fork`` it is inherited);
+* each worker has its own duplex pipe: tasks go down, small results come back; the consumer waits
+  on the pipes *and* the process sentinels, so a worker that dies (even by SIGKILL) is noticed at
+  once and reported as :class:`WorkerError` naming it;
+* ``SharedBatches`` has the workers write each result array straight into a ring of batch
+  buffers in one POSIX shared-memory block (``/dev/shm/picpac_<pid>_...``); the consumer gets
+  NumPy views of whole batches, so image arrays are never pickled;
+* an exception in a worker comes back with its own type (pickled; :class:`WorkerError` when that
+  is impossible), its notes, and the worker's traceback text as one more note;
+* ``close()`` (also run by a ``weakref.finalize`` when the pool is dropped or the interpreter
+  exits) unlinks the shared memory and stops the workers: a stop message, then SIGTERM, then
+  SIGKILL. Workers ignore SIGINT (the consumer handles Ctrl-C and stops them) and exit on their
+  own when the consumer dies (PR_SET_PDEATHSIG on Linux, else the closed pipe and a parent-pid check).
+
+This module imports nothing above the flow layer; ``stream.py`` supplies the recipe.
+"""
+from __future__ import annotations
+
+import ctypes
+import itertools
+import math
+import mmap
+import multiprocessing as mp
+import os
+import pickle
+import secrets
+import signal
+import sys
+import threading
+import time
+import traceback
+import weakref
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing import connection, resource_tracker
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from .threads import Outcome
+
+try:
+    import _posixshmem
+except ImportError:  # pragma: no cover - Windows
+    _posixshmem = None
+
+PREFIX = "picpac_"
+"""Every shared-memory block is ``/dev/shm/picpac_<pid of the consumer>_<random>``."""
+METHODS = ("spawn", "fork")
+PER_WORKER = 64
+"""Most tasks queued on one worker's pipe: far below a pipe's buffer, so sending never blocks."""
+
+# messages, consumer -> worker: (TASK, seq, item, slot), (ARENA, name, shape, dtype), None = stop
+TASK, ARENA = 0, 1
+# worker -> consumer: (OK, seq, array | None, extra), (ERROR, seq, packed), (FATAL, None, packed), (READY,)
+OK, ERROR, FATAL, READY = 0, 1, 2, 3
+
+
+# -- shared memory ---------------------------------------------------------------------------------
+class _Block:
+    """A POSIX shared-memory block mapped into this process.
+
+    The creator registers it with multiprocessing's resource tracker (so it is unlinked even if
+    this process is killed) and unlinks it; workers only map it. The mapping is a plain ``mmap``:
+    NumPy views of it keep it alive after ``unlink()``, so a batch the user holds never dangles.
+    """
+
+    def __init__(self, name: str, size: int, create: bool):
+        if _posixshmem is None:  # pragma: no cover
+            raise PicPacError("backend='process' needs POSIX shared memory (Linux or macOS)")
+        self.name, self.size, self._owner = name, size, create
+        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
+        fd = _posixshmem.shm_open("/" + name, flags, mode=0o600)
+        try:
+            if create:
+                resource_tracker.register("/" + name, "shared_memory")
+                self._reserve(fd, size)
+            self.mmap = mmap.mmap(fd, size)
+        except BaseException:
+            if create:
+                self.unlink()
+            raise
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _reserve(fd: int, size: int) -> None:
+        """Allocate every page now: a full /dev/shm fails here, not as SIGBUS in a worker later."""
+        try:
+            if hasattr(os, "posix_fallocate"):
+                os.posix_fallocate(fd, 0, size)
+            else:  # pragma: no cover - macOS
+                os.ftruncate(fd, size)
+        except OSError as exc:
+            raise PicPacError(f"cannot reserve {size / 2**20:.1f} MiB of shared memory for backend='process' "
+                              f"({exc.strerror}); make /dev/shm larger (docker: --shm-size), or lower batch, "
+                              "preload or the image size, or use dtype='uint8'") from None
+
+    @classmethod
+    def create(cls, size: int) -> _Block:
+        for _ in range(100):
+            try:
+                return cls(f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}", size, create=True)
+            except FileExistsError:
+                continue
+        raise PicPacError("cannot find a free shared-memory name")  # pragma: no cover
+
+    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        return np.ndarray(shape, dtype, buffer=self.mmap)
+
+    def unlink(self) -> None:
+        if self._owner:
+            self._owner = False
+            try:
+                _posixshmem.shm_unlink("/" + self.name)
+            except FileNotFoundError:
+                pass
+            resource_tracker.unregister("/" + self.name, "shared_memory")
+
+
+# -- errors across the process boundary -------------------------------------------------------------
+def _pack(exc: BaseException) -> tuple:
+    """An exception as picklable parts: itself (when it pickles), its type and text, notes, traceback."""
+    text = "".join(traceback.format_exception(exc))
+    try:
+        data = pickle.dumps(exc)
+    except Exception:
+        data = None
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    return data, kind, str(exc), list(getattr(exc, "__notes__", ())), text
+
+
+def _unpack(packed: tuple, where: str) -> BaseException:
+    data, kind, message, notes, text = packed
+    exc = None
+    if data is not None:
+        try:
+            exc = pickle.loads(data)
+        except Exception:
+            exc = None
+    if not isinstance(exc, BaseException):
+        exc = WorkerError(f"{kind}: {message}")
+    have = list(getattr(exc, "__notes__", ()))
+    for note in notes:
+        if note not in have:
+            exc.add_note(note)
+    exc.add_note(f"traceback in {where}:\n{text.rstrip()}")
+    return exc
+
+
+# -- the worker process -----------------------------------------------------------------------------
+_WORKER_INDEX: int | None = None
+
+
+def worker_index() -> int | None:
+    """In a pool's worker process: its index (0 .. workers - 1), set before the recipe runs; else None."""
+    return _WORKER_INDEX
+
+
+def _set_parent_death_signal() -> None:
+    """Linux: the kernel kills this process when the thread that started it dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+        except (OSError, AttributeError):  # pragma: no cover
+            pass
+
+
+def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, death_signal: bool,
+            close_fds: list[int], shaped: bool) -> None:
+    """A worker's life: build the work from the recipe, then run tasks until told to stop."""
+    global _WORKER_INDEX
+    _WORKER_INDEX = index
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+    for fd in close_fds:  # fork: the consumer's ends of the pipes, so its death closes ours
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if death_signal:
+        _set_parent_death_signal()
+    if os.getppid() != parent:
+        return
+    try:
+        try:
+            work = (pickle.loads(recipe) if isinstance(recipe, bytes) else recipe)()
+        except Exception as exc:
+            conn.send((FATAL, None, _pack(exc)))
+            return
+        conn.send((READY,))
+        _serve(conn, work, parent, shaped)
+    except (EOFError, OSError):
+        pass  # the consumer closed the pipe or is gone: nothing to report to
+
+
+def _serve(conn: connection.Connection, work: Callable[[Any], Any], parent: int, shaped: bool) -> None:
+    arena: np.ndarray | None = None  # the pool's shared array, once announced (one per pool)
+    while True:
+        while not conn.poll(1.0):
+            if os.getppid() != parent:  # the consumer died (no death signal on this platform)
+                return
+        message = conn.recv()
+        if message is None:
+            return
+        if message[0] == ARENA:
+            _, name, shape, dtype = message
+            dtype = np.dtype(dtype)
+            arena = _Block(name, max(1, math.prod(shape) * dtype.itemsize), create=False).array(shape, dtype)
+            continue
+        _, seq, item, slot = message
+        try:
+            if shaped:
+                array, extra = work(item)
+                array = np.asarray(array)
+                if arena is not None and slot >= 0 and array.shape == arena.shape[1:] and array.dtype == arena.dtype:
+                    arena[slot] = array
+                    array = None
+            else:
+                array, extra = None, work(item)
+            reply = _dumps((OK, seq, array, extra))
+        except Exception as exc:
+            reply = _dumps((ERROR, seq, _pack(exc)))
+        conn.send_bytes(reply)
+
+
+def _dumps(obj: Any) -> bytes:
+    try:
+        return pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        if obj[0] != OK:
+            raise
+        exc.add_note("the worker's result cannot be pickled to send it back")
+        return pickle.dumps((ERROR, obj[1], _pack(exc)), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+# -- the consumer's side ----------------------------------------------------------------------------
+class _State:
+    """What ``close()`` releases; shared with the pool's finalizer, which must not reference the pool."""
+
+    def __init__(self) -> None:
+        self.procs: list[Any] = []
+        self.conns: list[connection.Connection] = []
+        self.blocks: list[_Block] = []
+
+
+def _teardown(state: _State, grace: float = 0.2) -> None:
+    """Unlink the shared memory, then stop the workers: stop message, SIGTERM, SIGKILL; join them all."""
+    blocks, state.blocks = state.blocks, []
+    for block in blocks:  # first: it cannot block, and the name is what could leak
+        block.unlink()
+    conns, state.conns = state.conns, []
+    for conn in conns:
+        try:
+            conn.send(None)
+        except (OSError, ValueError):
+            pass
+        conn.close()
+    procs = state.procs
+    deadline = time.monotonic() + grace
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    for p in procs:
+        if p.exitcode is None:
+            p.terminate()
+    for p in procs:
+        p.join(1.0)
+        if p.exitcode is None:
+            p.kill()
+            p.join()
+    state.procs = []
+    for p in procs:
+        p.close()
+
+
+def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str, who: str = "backend='process'",
+                what: str = "the work") -> Any:
+    """The recipe as a worker gets it: pickled bytes for ``spawn`` (a clear error, naming ``who`` and
+    ``what`` is pickled, if it cannot be), the object itself for ``fork``."""
+    if method not in METHODS:
+        raise PicPacValueError(f"start method must be one of {', '.join(map(repr, METHODS))}, got {method!r}")
+    if method == "fork":
+        return recipe
+    try:
+        return pickle.dumps(recipe, protocol=pickle.HIGHEST_PROTOCOL)
+    except Exception as exc:
+        raise PicPacTypeError(f"{who} with start_method='spawn' sends {what} to the workers by pickling it, "
+                              f"which fails: {exc}. Define functions and classes at module level in an importable "
+                              "module (no lambdas, local functions, generators or open files), or use "
+                              "start_method='fork'") from None
+
+
+class ProcessPool:
+    """``workers`` processes, each running ``work = recipe()`` on the items submitted to it.
+
+    ``seq = submit(item, slot)`` hands an item to the least loaded worker; ``result(seq)`` blocks
+    until that item's reply is in (``(OK, array | None, extra)`` or ``(ERROR, exception)``), raising
+    :class:`WorkerError` as soon as any worker dies. With ``shaped=True`` the work returns
+    ``(array, extra)`` and the array is written into ``arena()[slot]`` when it fits (else it comes
+    back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
+    workers and free the shared memory.
+    """
+
+    def __init__(self, recipe: Any, workers: int, method: str = "spawn", shaped: bool = True,
+                 name: str = "picpac"):
+        if workers < 1:
+            raise PicPacValueError(f"workers must be >= 1, got {workers}")
+        payload = recipe if isinstance(recipe, bytes) and method == "spawn" else pack_recipe(recipe, method)
+        self.workers, self.method, self.name = workers, method, name
+        self._state = _State()
+        self._finalizer = weakref.finalize(self, _teardown, self._state)
+        self._load = [0] * workers
+        self._ready = [False] * workers
+        self._owner: dict[int, int] = {}  # seq -> worker, for the tasks not collected yet
+        self._done: dict[int, tuple] = {}
+        self._seq = itertools.count()
+        self._arena: np.ndarray | None = None
+        ctx = mp.get_context(method)
+        main = threading.current_thread() is threading.main_thread()
+        try:
+            for i in range(workers):
+                ours, theirs = ctx.Pipe(duplex=True)
+                inherited = [c.fileno() for c in self._state.conns] + [ours.fileno()] if method == "fork" else []
+                p = ctx.Process(target=_worker, name=f"{name}-{i}", daemon=True,
+                                args=(i, theirs, payload, os.getpid(), main, inherited, shaped))
+                self._start(p, main)
+                theirs.close()
+                self._state.procs.append(p)
+                self._state.conns.append(ours)
+        except BaseException:
+            self.close()
+            raise
+        self._conns = list(self._state.conns)
+        self._sentinels = {p.sentinel: i for i, p in enumerate(self._state.procs)}
+        self._index = {id(c): i for i, c in enumerate(self._conns)}
+
+    @staticmethod
+    def _start(p: Any, main: bool) -> None:
+        """Start with SIGINT blocked, so a Ctrl-C during the worker's start-up does not reach it."""
+        if not (main and hasattr(signal, "pthread_sigmask")):
+            p.start()
+            return
+        old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            p.start()
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+    # -- state -------------------------------------------------------------------------------------
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._state.procs]
+
+    @property
+    def closed(self) -> bool:
+        return not self._finalizer.alive
+
+    @property
+    def pending(self) -> int:
+        """Tasks submitted and not yet collected with ``result()``."""
+        return len(self._owner)
+
+    def can_submit(self) -> bool:
+        return min(self._load) < PER_WORKER
+
+    def arena(self, shape: tuple[int, ...], dtype: Any, slots: int) -> np.ndarray:
+        """The shared ``(slots, *shape)`` array the workers write into (``submit(item, slot)``), made
+        and announced to the workers on the first call; one layout per pool."""
+        dtype = np.dtype(dtype)
+        full = (slots, *shape)
+        if self._arena is not None:
+            if self._arena.shape != full or self._arena.dtype != dtype:
+                raise PicPacError(f"this pool's shared array is {self._arena.shape} {self._arena.dtype}, "
+                                  f"not {full} {dtype}: one layout per pool")
+            return self._arena
+        block = _Block.create(max(1, math.prod(full) * dtype.itemsize))
+        self._state.blocks.append(block)
+        self._arena = block.array(full, dtype)
+        for i in range(self.workers):
+            self._send(i, (ARENA, block.name, full, dtype.str))
+        return self._arena
+
+    # -- work --------------------------------------------------------------------------------------
+    def submit(self, item: Any, slot: int = -1) -> int:
+        """Hand ``item`` to the least loaded worker; returns its number for ``result()``."""
+        seq = next(self._seq)
+        i = min(range(self.workers), key=self._load.__getitem__)
+        self._send(i, (TASK, seq, item, slot))
+        self._load[i] += 1
+        self._owner[seq] = i
+        return seq
+
+    def result(self, seq: int) -> tuple:
+        while seq not in self._done:
+            self._poll()
+        self._load[self._owner.pop(seq)] -= 1
+        return self._done.pop(seq)
+
+    def ready(self) -> int:
+        """The number of a submitted task whose reply is in, the first to arrive (waiting for one);
+        collect it with ``result()``."""
+        if not self._owner:
+            raise PicPacError("no task in flight to wait for")
+        while not self._done:
+            self._poll()
+        return next(iter(self._done))
+
+    def drain(self) -> None:
+        """Wait for every reply still due and drop it (after a run left early), so the pool can run more."""
+        for seq in list(self._owner):
+            self.result(seq)
+
+    def _send(self, i: int, message: Any) -> None:
+        try:
+            self._conns[i].send(message)
+        except OSError:
+            self._died(i)
+
+    def _poll(self) -> None:
+        ready = connection.wait(self._conns + list(self._sentinels), None)
+        for conn in ready:  # messages first: a worker's last words come before its death
+            if not isinstance(conn, int):
+                self._drain(self._index[id(conn)])
+        for sentinel in ready:
+            if isinstance(sentinel, int):
+                self._died(self._sentinels[sentinel])
+
+    def _drain(self, i: int) -> None:
+        """Handle every message waiting on worker ``i``'s pipe."""
+        conn = self._conns[i]
+        try:
+            while conn.poll():
+                self._handle(i, conn.recv())
+        except (EOFError, OSError):
+            self._died(i, drained=True)
+
+    def _handle(self, i: int, message: tuple) -> None:
+        kind = message[0]
+        if kind == OK:
+            self._done[message[1]] = (OK, message[2], message[3])
+        elif kind == ERROR:
+            self._done[message[1]] = (ERROR, _unpack(message[2], self._who(i)))
+        elif kind == READY:
+            self._ready[i] = True
+        else:  # FATAL: the worker could not build its work
+            exc = _unpack(message[2], self._who(i))
+            exc.add_note(f"{self._who(i)} failed to start")
+            raise exc
+
+    def _who(self, i: int) -> str:
+        return f"picpac worker {i} of {self.workers} (pid {self._state.procs[i].pid})"
+
+    def _died(self, i: int, drained: bool = False) -> None:
+        if not drained:
+            self._drain(i)  # raises what the worker sent before it went (a start-up failure)
+        p = self._state.procs[i]
+        p.join(1.0)
+        code = p.exitcode
+        if code is None:
+            how = "closed its pipe"
+        elif code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        hint = ""
+        if not self._ready[i]:
+            hint = (" before it started; its stderr says why (with start_method='spawn' the main script must "
+                    "be guarded by `if __name__ == '__main__':` and transforms must be importable)")
+        raise WorkerError(f"{self._who(i)} {how}{hint}")
+
+    def close(self) -> None:
+        """Free the shared memory and stop the workers (idempotent)."""
+        self._arena = None
+        self._finalizer()
+
+    def __enter__(self) -> ProcessPool:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+# -- ordered maps on the pool -----------------------------------------------------------------------
+def process_map(recipe: Callable[[], Callable[[Any], Any]], items: Iterable[Any], workers: int, window: int,
+                method: str = "spawn", name: str = "picpac", ordered: bool = True) -> Iterator[tuple[Any, Outcome]]:
+    """``ordered_map`` on processes: ``(item, Outcome of work(item))`` in input order, ``work = recipe()``
+    built once in each worker, at most ``window`` items in flight. Items and results are pickled, so
+    keep them small. Closing the generator stops the workers. ``ordered=False``: see ``pool_map``."""
+    if window < 1:
+        raise PicPacValueError(f"window must be >= 1, got {window}")
+    pool = ProcessPool(recipe, workers, method, shaped=False, name=name)
+    try:
+        yield from pool_map(pool, items, window, ordered)
+    finally:
+        pool.close()
+
+
+def pool_map(pool: ProcessPool, items: Iterable[Any], window: int,
+             ordered: bool = True) -> Iterator[tuple[Any, Outcome]]:
+    """``process_map`` on a pool the caller made (``shaped=False``) and closes: ``(item, Outcome)`` in input
+    order, or with ``ordered=False`` in the order the replies arrive (the same window; the pool runs
+    nothing else meanwhile). Items are taken from ``items`` lazily. A run left early leaves items in
+    flight: ``pool.drain()`` or close the pool then."""
+    if window < 1:
+        raise PicPacValueError(f"window must be >= 1, got {window}")
+    todo = iter(items)
+    inflight: dict[int, Any] = {}  # seq -> item, in submission order
+    while True:
+        while len(inflight) < window and pool.can_submit():
+            item = next(todo, _END)
+            if item is _END:
+                break
+            inflight[pool.submit(item)] = item
+        if not inflight:
+            return
+        n = next(iter(inflight)) if ordered else pool.ready()
+        item = inflight.pop(n)
+        reply = pool.result(n)
+        yield item, (Outcome(reply[2]) if reply[0] == OK else Outcome(error=reply[1]))
+
+
+_END = object()
+
+
+class SharedBatch(NamedTuple):
+    """One batch of ``SharedBatches``."""
+
+    arrays: np.ndarray | list[np.ndarray]
+    """``(n, *shape)`` view into the shared ring; a list of the samples' arrays when some did not fit it."""
+    items: list
+    """The batch's items, in input order."""
+    extras: list
+    """What the work returned beside each array."""
+    taken: int
+    """Items consumed for this batch, skipped ones included."""
+
+
+class SharedBatches:
+    """Batches of ``batch`` results in input order, the arrays written by ``pool``'s workers into shared memory.
+
+    ``SharedBatches(pool, batch, window, keep)(items, on_error)`` yields :class:`SharedBatch` es; call
+    it again for the next pass (on the same ring, its buffers counted on from the last pass). The
+    ring has ``keep + ceil(window / batch)`` batch buffers, made from the first array that comes
+    back (until then at most one item per worker is in flight). Each item goes to the place of its
+    batch where it will be delivered; a yielded batch's buffer is reused only once ``keep`` more
+    batches were asked for, so it stays valid until then. An array of another shape or dtype than
+    the first comes back pickled, and its batch is delivered as a list. ``on_error(item, exception)``
+    raises to stop or returns to skip the item (default: raise); after a skip, the items already in
+    flight are moved down one place and none start until they are in, so batches stay contiguous.
+    A run left early (``close()`` on its generator) leaves items in flight: close the pool then.
+    """
+
+    def __init__(self, pool: ProcessPool, batch: int, window: int, keep: int = 1):
+        if batch < 1 or window < 1 or keep < 1:
+            raise PicPacValueError(f"batch, window and keep must be >= 1, got {batch}, {window}, {keep}")
+        self.pool, self.batch, self.window, self.keep = pool, batch, window, keep
+        self.ring = keep + -(-window // batch)  # the kept batches, the one being filled, the ones the window reaches
+        self._arena: np.ndarray | None = None
+        self._started = 0  # batches begun so far, over every run: the next run begins with a fresh buffer
+        self._yielded = 0  # batches yielded so far, over every run
+
+    def _slot(self, place: int) -> int:
+        return (place // self.batch) % self.ring * self.batch + place % self.batch
+
+    def __call__(self, items: Iterable[Any],
+                 on_error: Callable[[Any, BaseException], None] | None = None) -> Iterator[SharedBatch]:
+        pool, batch, slot = self.pool, self.batch, self._slot
+        if pool.pending:
+            raise PicPacError("the process pool still has items in flight from a run left early; close it")
+        todo = iter(items)
+        inflight: deque[tuple[int, Any, int]] = deque()  # (seq, item, place)
+        place = cursor = self._started * batch  # the next output place to hand out / to fill
+        draining = exhausted = False
+        got_items: list = []
+        got_extras: list = []
+        loose: list[np.ndarray | None] = []  # arrays that did not fit the ring, by position in the batch
+        taken = 0
+        try:
+            while True:
+                if draining and not inflight:
+                    place, draining = cursor, False
+                released = self._yielded - self.keep + 1  # batches whose buffers may be written again
+                while (not exhausted and not draining and len(inflight) < self.window and pool.can_submit()
+                       and place // batch - self.ring < released
+                       and (self._arena is not None or len(inflight) < pool.workers)):
+                    item = next(todo, _END)
+                    if item is _END:
+                        exhausted = True
+                        break
+                    # no ring yet: the array comes back pickled
+                    seq = pool.submit(item, -1 if self._arena is None else slot(place))
+                    inflight.append((seq, item, place))
+                    place += 1
+                if not inflight:
+                    break
+                seq, item, at = inflight.popleft()
+                reply = pool.result(seq)
+                taken += 1
+                if reply[0] != OK:
+                    if on_error is None:
+                        raise reply[1]
+                    on_error(item, reply[1])
+                    draining = True
+                    continue
+                array, extra = reply[1], reply[2]
+                arena = self._arena
+                if array is not None:  # pickled: no ring yet, or it does not fit
+                    if arena is None:
+                        arena = self._arena = pool.arena(array.shape, array.dtype, self.ring * batch)
+                    if array.shape == arena.shape[1:] and array.dtype == arena.dtype:
+                        arena[slot(cursor)] = array
+                        array = None
+                elif at != cursor:  # moved down after a skip
+                    arena[slot(cursor)] = arena[slot(at)]
+                got_items.append(item)
+                got_extras.append(extra)
+                loose.append(array)
+                cursor += 1
+                if cursor % batch == 0:
+                    full = got_items, got_extras, loose, taken
+                    got_items, got_extras, loose, taken = [], [], [], 0
+                    self._yielded += 1
+                    yield _batch(self._arena, slot(cursor - batch), *full)  # no local holds it: the consumer decides
+            if got_items:
+                self._yielded += 1
+                yield _batch(self._arena, slot(cursor - len(got_items)), got_items, got_extras, loose, taken)
+        finally:
+            self._started = -(-cursor // batch)
+
+
+def _batch(arena: np.ndarray | None, start: int, items: list, extras: list, loose: list, taken: int) -> SharedBatch:
+    n = len(items)
+    if all(a is None for a in loose):
+        arrays: Any = arena[start:start + n]
+    else:
+        arrays = [arena[start + i] if a is None else a for i, a in enumerate(loose)]
+    return SharedBatch(arrays, items, extras, taken)

@@ -1,0 +1,397 @@
+"""Reader: O(1), zero-copy random access to a picpac database through mmap."""
+from __future__ import annotations
+
+import json
+import mmap
+import operator
+import os
+import stat
+import struct
+import warnings
+import zlib
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..errors import (CorruptRecordError, FormatError, MissingPathError, PicPacError,
+                     PicPacTypeError, PicPacValueError)
+from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, NO_GROUP, RECORD_HEAD, ArraySpec, crc32, crc32_joined,
+                     crc32_powers, field_table, parse_arrays, read_commit, read_header)
+
+
+class Record:
+    """One record: named fields (zero-copy memoryviews into the file), label, group and meta.
+
+    ``record["image"]`` or ``record.fields["image"]`` gives a field; ``record.meta`` parses the
+    record's JSON meta on first use. The views stay valid while the record is referenced, even after
+    the Reader is closed.
+    """
+
+    __slots__ = ("index", "label", "group", "fields", "_meta")
+
+    def __init__(self, index: int, label: float, group: int | None, fields: dict[str, memoryview],
+                 meta: memoryview):
+        self.index = index
+        self.label = label
+        self.group = group
+        self.fields = fields
+        self._meta: Any = meta
+
+    @property
+    def meta(self) -> dict:
+        """The record's meta dict ({} when none was stored)."""
+        if isinstance(self._meta, memoryview):
+            self._meta = json.loads(self._meta.tobytes()) if self._meta.nbytes else {}
+        return self._meta
+
+    def __getitem__(self, name: str) -> memoryview:
+        try:
+            return self.fields[name]
+        except KeyError:
+            raise KeyError(f"record {self.index} has no field {name!r}; it has {list(self.fields)}") from None
+
+    def __contains__(self, name: str) -> bool:
+        return name in self.fields
+
+    def __repr__(self) -> str:
+        sizes = ", ".join(f"{k}={v.nbytes}B" for k, v in self.fields.items())
+        return f"Record(index={self.index}, label={self.label}, group={self.group}, {sizes})"
+
+
+def _gather(data: np.ndarray, starts: np.ndarray, nbytes: int) -> np.ndarray:
+    """Rows of ``nbytes`` bytes of ``data`` starting at ``starts`` (each within ``data``), copied at once."""
+    if not len(starts):
+        return np.empty((0, nbytes), np.uint8)
+    windows = np.lib.stride_tricks.as_strided(data, (len(data) - nbytes + 1, nbytes), (1, 1), writeable=False)
+    return windows[starts]
+
+
+def _reopen(path: str, check: bool, seq: int, crc: int) -> Reader:
+    reader = Reader(path, check=check)
+    if (reader.header.current.seq, reader.header.current.crc) != (seq, crc):
+        reader.close()
+        raise PicPacError(f"{path}: the database changed after this Reader was sent to another process")
+    return reader
+
+
+class Reader:
+    """Read a picpac database.
+
+    ``len(r)``, ``r[i]`` (a :class:`Record`), iteration, ``r.labels`` / ``r.groups`` (NumPy views
+    of the index), ``r.fields``, ``r.classes``, ``r.metadata``. With ``check=True`` (the default)
+    every record read is verified against its CRC32 and a damaged one raises
+    :class:`CorruptRecordError`. A Reader may be shared by threads, survives ``fork`` and is
+    pickled (for ``spawn`` workers) by path. Fields declared as fixed-shape arrays (``r.arrays``)
+    read back with ``r.array(i)``; ``spans``, ``take`` and ``gather`` read many records at once
+    (the stream's batch path).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, check: bool = True):
+        if not isinstance(path, (str, os.PathLike)):
+            raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
+        self.path = os.fspath(path)
+        self.check = bool(check)
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            raise MissingPathError(f"{self.path}: no such file") from None
+        except OSError as exc:
+            raise PicPacError(f"{self.path}: cannot open: {exc.strerror}") from None
+        try:
+            st = os.fstat(fd)
+            size = st.st_size
+            if stat.S_ISDIR(st.st_mode):
+                raise FormatError(f"{self.path}: is a directory, not a picpac database")
+            if size == 0:
+                raise FormatError(f"{self.path}: empty file, not a picpac database")
+            try:
+                self._mmap = mmap.mmap(fd, size, prot=mmap.PROT_READ)
+            except (OSError, ValueError) as exc:
+                raise FormatError(f"{self.path}: cannot map: {exc}") from None
+        finally:
+            os.close(fd)
+        try:
+            state = read_header(self._mmap, size, self.path)
+            self.metadata, self.index = read_commit(self._mmap, size, state.current, self.path)
+        except BaseException:
+            self._mmap.close()
+            raise
+        if state.damaged_slots:
+            warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
+                          "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
+        self.header = state
+        self._view = memoryview(self._mmap)
+        self._size = size
+        self._count = len(self.index)
+        self._offsets = self.index["offset"]
+        self._sizes = self.index["size"]
+        self._checksums = self.index["checksum"]
+        self.labels: np.ndarray = self.index["label"]
+        self.groups: np.ndarray = self.index["group"]
+        self.fields: list[str] = list(self.metadata["fields"])
+        self._arrays: dict[str, ArraySpec] | None = None
+        self._bytes: np.ndarray | None = None  # the mapped file as uint8, for vectorised reads
+        self._stride: int | None = None  # see stride
+        self._rows: np.ndarray | None = None  # the records' region as (count, stride) uint8
+        self._powers: tuple[int, np.ndarray] | None = None  # crc32_powers for rows of whole records
+        self._good: np.ndarray | None = None  # records whose checksum spans() found good, for once=True
+
+    @property
+    def arrays(self) -> dict[str, ArraySpec]:
+        """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
+        if self._arrays is None:
+            self._arrays = parse_arrays(self.metadata, self.path)
+        return self._arrays
+
+    def array(self, i: int, field: str = "image") -> np.ndarray:
+        """Record ``i``'s declared array ``field`` as a read-only, zero-copy NumPy array."""
+        spec = self.arrays.get(field)
+        if spec is None:
+            raise PicPacValueError(f"{self.path}: field {field!r} is not declared as an array in the metadata "
+                                   f"'{ARRAYS_KEY}' (declared: {list(self.arrays)})")
+        record = self[i]
+        data = record[field]
+        if data.nbytes != spec.nbytes:
+            raise CorruptRecordError(self.path, record.index, f"has {data.nbytes} bytes in its {field!r} field; "
+                                     f"the declared {spec} array needs {spec.nbytes}")
+        return np.frombuffer(data, spec.dtype).reshape(spec.shape)
+
+    # -- vectorised reads (the stream's batch path) ------------------------------------------------
+    def spans(self, records: np.ndarray, field: str, rows: np.ndarray | None = None, once: bool = False
+              ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+        """Where ``field`` lies in each of ``records``, parsed for all of them at once.
+
+        Returns byte offsets and sizes (size -1: the record has no such field, or a problem) and the
+        problems found, ``{i: reason}`` by position in ``records``: a damaged layout, or (with
+        ``check``) a failed checksum, as :class:`CorruptRecordError` would say it. Offsets are in the
+        file, or, when ``rows`` holds the records' bytes (from :meth:`take`), in ``rows.reshape(-1)``,
+        which is then parsed and checked instead of the file. With ``once``, a record whose checksum
+        this Reader has already found good (in an earlier call with ``once``) is not checked again.
+        """
+        if self._view is None:
+            raise PicPacError(f"{self.path}: the Reader is closed")
+        records = np.asarray(records, np.int64)
+        sizes = self._sizes[records].astype(np.int64)
+        if rows is None:
+            if self._bytes is None:
+                self._bytes = np.frombuffer(self._mmap, np.uint8)
+            data, offsets, end = self._bytes, self._offsets[records].astype(np.int64), self._size
+        else:
+            data, offsets, end = rows.reshape(-1), np.arange(len(records), dtype=np.int64) * rows.shape[1], rows.size
+        if rows is not None and len(records) and (sizes == rows.shape[1]).all():
+            same = self._same_layout(rows, field)
+            if same is not None:  # every record's head and field table are the first one's
+                starts = offsets + same[0]
+                lengths = np.full(len(records), same[1], np.int64)
+                problems = self._rows_checksum_problems(records, rows, once)
+                lengths[list(problems)] = -1
+                return starts, lengths, problems
+        starts = np.zeros(len(records), np.int64)
+        lengths = np.full(len(records), -1, np.int64)
+        problems: dict[int, str] = {}
+        fine = (offsets >= 0) & (sizes >= RECORD_HEAD.size) & (offsets + sizes <= end)
+        for i in np.flatnonzero(~fine).tolist():
+            problems[i] = "lies past the end of the file" if sizes[i] >= RECORD_HEAD.size else "has a damaged layout"
+        head = _gather(data, np.where(fine, offsets, 0), RECORD_HEAD.size)
+        nfields = head[:, 0:2].copy().view("<u2")[:, 0].astype(np.int64)
+        meta = head[:, 4:8].copy().view("<u4")[:, 0].astype(np.int64)
+        position = offsets + RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields + meta
+        fine &= position <= offsets + sizes
+        wanted = self.fields.index(field) if field in self.fields else -1
+        for k in range(int(nfields[fine].max(initial=0))):
+            chosen = np.flatnonzero(fine & (nfields > k))
+            entry = _gather(data, offsets[chosen] + RECORD_HEAD.size + FIELD_ENTRY_SIZE * k, FIELD_ENTRY_SIZE)
+            ids = entry[:, 0:4].copy().view("<u4")[:, 0]
+            size = np.minimum(entry[:, 4:12].copy().view("<u8")[:, 0], np.uint64(end)).astype(np.int64)
+            hit = ids == wanted
+            starts[chosen[hit]], lengths[chosen[hit]] = position[chosen[hit]], size[hit]
+            position[chosen] += size
+        fine &= position == offsets + sizes
+        for i in np.flatnonzero(~fine).tolist():
+            problems.setdefault(i, "has a damaged layout (its fields do not add up to its size)")
+        chosen = np.flatnonzero(fine & ~self._verified[records]) if once and self.check else np.flatnonzero(fine)
+        if rows is not None and len(chosen) == len(rows) and (sizes == rows.shape[1]).all():
+            pieces = iter(rows)  # rows of a C-contiguous array: no slicing
+        else:
+            begin, stop = offsets[chosen].tolist(), (offsets[chosen] + sizes[chosen]).tolist()
+            view = memoryview(data) if rows is not None else self._view
+            pieces = map(view.__getitem__, map(slice, begin, stop))
+        failed = self._checksum_problems(records[chosen], pieces, chosen)
+        if self.check:
+            self._verified[records[np.setdiff1d(chosen, list(failed))]] = True
+        problems.update(failed)
+        lengths[list(problems)] = -1
+        return starts, lengths, problems
+
+    @property
+    def _verified(self) -> np.ndarray:
+        if self._good is None:
+            self._good = np.zeros(self._count, bool)
+        return self._good
+
+    def _same_layout(self, rows: np.ndarray, field: str) -> tuple[int, int] | None:
+        """(start, size) of ``field`` in every row, when all rows have the first row's head and field table
+        (and it is a sound one); else None."""
+        first = rows[0]
+        nfields, _, meta = RECORD_HEAD.unpack_from(first)
+        table = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
+        if table > rows.shape[1] or not (rows[:, :table] == first[:table]).all():
+            return None
+        entries = field_table(nfields).unpack_from(first, RECORD_HEAD.size)
+        position, found = table + meta, (0, -1)
+        for k in range(0, 2 * nfields, 2):
+            if entries[k] < len(self.fields) and self.fields[entries[k]] == field:
+                found = (position, entries[k + 1])
+            position += entries[k + 1]
+        return found if position == rows.shape[1] else None
+
+    def _rows_checksum_problems(self, records: np.ndarray, rows: np.ndarray, once: bool) -> dict[int, str]:
+        """:meth:`_checksum_problems` of whole records as the rows of a C-contiguous array: one CRC over all of
+        them (zlib lets other threads run meanwhile) against the one their checksums give when joined;
+        only when these differ is every record checked, to name the damaged ones. With ``once``, rows
+        already found good are not checked again (unless others among them are new)."""
+        if not self.check or not len(records) or (once and self._verified[records].all()):
+            return {}
+        powers = self._powers
+        if powers is None or powers[0] != rows.shape[1] or len(powers[1]) < len(rows):
+            powers = self._powers = (rows.shape[1], crc32_powers(rows.shape[1], max(len(rows), 256)))
+        if zlib.crc32(rows) == crc32_joined(self._checksums[records], powers[1]):
+            self._verified[records] = True
+            return {}
+        failed = self._checksum_problems(records, iter(rows))
+        self._verified[records[np.setdiff1d(np.arange(len(records)), list(failed))]] = True
+        return failed
+
+    def _checksum_problems(self, records: np.ndarray, pieces: Iterator, where: np.ndarray | None = None
+                           ) -> dict[int, str]:
+        """With ``check``: the records whose bytes (``pieces``, one per record) fail their checksum, by
+        position (``where[i]`` for the i-th piece when given)."""
+        if not self.check or not len(records):
+            return {}
+        found = np.fromiter(map(zlib.crc32, pieces), np.int64, len(records))
+        bad = np.flatnonzero(found != self._checksums[records])
+        return {int(i if where is None else where[i]): "fails its checksum (damaged bytes)" for i in bad}
+
+    @property
+    def stride(self) -> int | None:
+        """The record size, when every record has it and they lie back to back in index order (as
+        :func:`picpac.write_arrays` writes them); None for any other layout."""
+        if self._stride is None:
+            sizes, offsets = self._sizes, self._offsets
+            even = self._count > 0 and bool((sizes == sizes[0]).all()) and bool(
+                (offsets == offsets[0] + np.arange(self._count, dtype=np.uint64) * sizes[0]).all())
+            self._stride = int(sizes[0]) if even else 0
+        return self._stride or None
+
+    def take(self, records: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The whole bytes of ``records`` as the rows of ``out`` (len(records), stride), by one ``np.take``
+        from the records' region viewed as one array (needs :attr:`stride`); returns ``out``."""
+        if self._view is None:
+            raise PicPacError(f"{self.path}: the Reader is closed")
+        stride = self.stride
+        if stride is None:
+            raise PicPacValueError(f"{self.path}: records are not of one size back to back; use gather()")
+        if self._rows is None:
+            self._rows = np.frombuffer(self._mmap, np.uint8, self._count * stride,
+                                       int(self._offsets[0])).reshape(self._count, stride)
+        return np.take(self._rows, np.asarray(records, np.int64), axis=0, out=out, mode="clip")
+
+    def gather(self, starts: np.ndarray, nbytes: int, source: np.ndarray | None = None) -> np.ndarray:
+        """``nbytes`` bytes from each of ``starts`` (offsets from :meth:`spans`: in the file, or in ``source``,
+        the flat rows given to it), as a new (len(starts), nbytes) uint8 array: one vectorised copy."""
+        if source is None:
+            if self._view is None:
+                raise PicPacError(f"{self.path}: the Reader is closed")
+            if self._bytes is None:
+                self._bytes = np.frombuffer(self._mmap, np.uint8)
+            source = self._bytes
+        return _gather(source, np.asarray(starts, np.int64), nbytes)
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names from the dataset metadata ([] when none were stored)."""
+        return list(self.metadata.get("classes") or [])
+
+    @property
+    def closed(self) -> bool:
+        return self._view is None
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: int) -> Record:
+        return self.read(i, self.check)
+
+    def read(self, i: int, check: bool) -> Record:
+        """Record ``i``, verified against its checksum when ``check`` is true."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise PicPacTypeError(f"record index must be an int, got {type(i).__name__}") from None
+        n = self._count
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range for {self.path} with {n} records")
+        view = self._view
+        if view is None:
+            raise PicPacError(f"{self.path}: the Reader is closed")
+        offset = self._offsets.item(i)
+        size = self._sizes.item(i)
+        if offset + size > self._size:
+            raise CorruptRecordError(self.path, i, "lies past the end of the file")
+        data = view[offset:offset + size]
+        if check and crc32(data) != self._checksums.item(i):
+            raise CorruptRecordError(self.path, i, "fails its checksum (damaged bytes)")
+        return self._parse(i, data)
+
+    def _parse(self, i: int, data: memoryview) -> Record:
+        try:
+            nfields, _, meta_size = RECORD_HEAD.unpack_from(data)
+            table = field_table(nfields).unpack_from(data, RECORD_HEAD.size)
+            names = self.fields
+            pos = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
+            meta = data[pos:pos + meta_size]
+            pos += meta_size
+            fields = {}
+            for k in range(0, 2 * nfields, 2):
+                end = pos + table[k + 1]
+                fields[names[table[k]]] = data[pos:end]
+                pos = end
+        except (struct.error, IndexError) as exc:
+            raise CorruptRecordError(self.path, i, f"has a damaged layout ({exc})") from None
+        if pos != len(data):
+            raise CorruptRecordError(self.path, i, f"has a damaged layout (fields end at {pos}, "
+                                     f"record size {len(data)})")
+        group = self.groups.item(i)
+        return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta)
+
+    def __iter__(self) -> Iterator[Record]:
+        for i in range(self._count):
+            yield self[i]
+
+    def close(self) -> None:
+        """Release the mapping. Records and arrays still referenced stay valid until dropped."""
+        if self._view is None:
+            return
+        self._bytes = self._rows = None
+        self._view.release()
+        self._view = None
+        try:
+            self._mmap.close()
+        except BufferError:
+            pass  # views handed out keep the mapping alive; it is unmapped when the last one goes
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __reduce__(self):
+        return _reopen, (self.path, self.check, self.header.current.seq, self.header.current.crc)
+
+    def __repr__(self) -> str:
+        return f"Reader({self.path!r}, records={self._count}, fields={self.fields})"
+

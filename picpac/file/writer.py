@@ -1,0 +1,362 @@
+"""Writer: create a picpac database, or append to one, with crash-safe commits."""
+from __future__ import annotations
+
+import datetime
+import fcntl
+import json
+import numbers
+import os
+import platform
+import secrets
+import warnings
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
+from .layout import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
+                     RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
+                     index_offset_after, pack_header, parse_arrays, read_commit, read_header)
+
+_INT64 = np.iinfo(np.int64)
+
+
+def _as_bytes(name: str, value: Any) -> memoryview:
+    """A flat byte view of a field value, or PicPacTypeError naming the field."""
+    if isinstance(value, str):
+        raise PicPacTypeError(f"field {name!r}: got str; fields hold bytes (use .encode() for text)")
+    try:
+        view = memoryview(value)
+    except TypeError:
+        raise PicPacTypeError(f"field {name!r}: got {type(value).__name__}; fields hold bytes-like "
+                              "objects (bytes, bytearray, memoryview, contiguous numpy array)") from None
+    if not view.c_contiguous:
+        raise PicPacValueError(f"field {name!r}: the buffer is not contiguous (use np.ascontiguousarray)")
+    return view.cast("B") if view.ndim != 1 or view.format != "B" else view
+
+
+def _check_array(name: str, value: Any, view: memoryview, spec: ArraySpec) -> None:
+    """A value for a field declared in metadata 'arrays' must be exactly one such array."""
+    if isinstance(value, np.ndarray) and (value.shape != spec.shape or value.dtype != spec.dtype):
+        raise PicPacValueError(f"field {name!r}: got a {value.dtype} array of shape {value.shape}; the metadata "
+                               f"'{ARRAYS_KEY}' declares {spec.dtype} arrays of shape {spec.shape}")
+    if view.nbytes != spec.nbytes:
+        raise PicPacValueError(f"field {name!r}: got {view.nbytes} bytes; the metadata '{ARRAYS_KEY}' declares "
+                               f"{spec} arrays of {spec.nbytes} bytes")
+
+
+def _check_metadata(metadata: Any) -> dict:
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise PicPacTypeError(f"metadata must be a dict, got {type(metadata).__name__}")
+    if "fields" in metadata:
+        raise PicPacValueError("metadata key 'fields' is managed by the Writer; do not set it")
+    classes = metadata.get("classes")
+    if classes is not None and not (isinstance(classes, list) and all(isinstance(c, str) for c in classes)):
+        raise PicPacTypeError("metadata['classes'] must be a list of str")
+    try:
+        json.dumps(metadata)
+    except (TypeError, ValueError) as exc:
+        raise PicPacTypeError(f"metadata must be JSON-serialisable: {exc}") from None
+    parse_arrays(dict(metadata), "Writer", PicPacValueError)
+    return dict(metadata)
+
+
+class Writer:
+    """Write records to a picpac database.
+
+    ``Writer(path)`` builds a new database in a temporary file beside ``path`` and renames it over
+    ``path`` on :meth:`close` (or the first :meth:`commit`), so ``path`` only ever holds a complete
+    database. ``Writer(path, append=True)`` adds records to an existing database in place; nothing
+    becomes visible until a commit, and an interrupted append leaves the last committed state.
+    Leaving a ``with`` block by an exception discards the uncommitted records.
+    """
+
+    def __init__(self, path: str | os.PathLike, append: bool = False, *,
+                 metadata: Mapping[str, Any] | None = None, sync: bool = True):
+        if not isinstance(path, (str, os.PathLike)):
+            raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
+        self.path = os.fspath(path)
+        self._sync = sync
+        extra = _check_metadata(metadata)
+        directory = os.path.dirname(os.path.abspath(self.path))
+        if not os.path.isdir(directory):
+            raise MissingPathError(f"{self.path}: directory {directory} does not exist")
+        self._count = 0
+        self._index = np.zeros(1024, INDEX_DTYPE)
+        self._file = None
+        self._temp_path: str | None = None
+        if append and os.path.exists(self.path):
+            self._open_existing()
+        else:
+            self._create(directory)
+        self._metadata.update(extra)
+        self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
+        self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
+
+    # -- opening ---------------------------------------------------------------------------
+    def _create(self, directory: str) -> None:
+        self._temp_path = os.path.join(
+            directory, f".{os.path.basename(self.path)}.{os.getpid()}-{secrets.token_hex(4)}.picpac-tmp")
+        # os.open (unlike mkstemp's 0600) gives the database the permissions the umask allows
+        fd = os.open(self._temp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+        self._file = os.fdopen(fd, "w+b")
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the lock stays with the file once it is renamed to path
+        self._file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))
+        self._commit = EMPTY_COMMIT
+        self._slot = 1  # the next commit goes to slot 0
+        self._end = HEADER_SIZE
+        now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+        self._metadata: dict[str, Any] = {
+            "fields": [],
+            "created": {"time": now, "by": f"picpac {__version__}", "host": platform.node()},
+        }
+
+    def _open_existing(self) -> None:
+        try:
+            file = open(self.path, "r+b")
+        except OSError as exc:
+            raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
+        try:
+            try:
+                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise WriterBusyError(f"{self.path}: another Writer is appending to this database") from None
+            size = os.fstat(file.fileno()).st_size
+            state = read_header(file.read(HEADER_SIZE), size, self.path)
+            file.seek(0)
+            buf = file.read(state.current.end)
+            self._metadata, index = read_commit(buf, len(buf), state.current, self.path)
+        except BaseException:
+            file.close()
+            raise
+        self._file = file
+        if state.damaged_slots:
+            warnings.warn(f"{self.path}: header slot {state.damaged_slots} is damaged; the next commit "
+                          "rewrites it", RuntimeWarning, stacklevel=3)
+        self._commit, self._slot = state.current, state.slot
+        self._grow(len(index))
+        self._index[: len(index)] = index
+        self._count = len(index)
+        self._end = state.current.end
+        # Bytes past the committed end were left by an interrupted append: nothing refers to them.
+        self._file.truncate(self._end)
+        self._file.seek(self._end)
+
+    # -- writing ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._count
+
+    @property
+    def closed(self) -> bool:
+        return self._file is None
+
+    def append(self, fields: Mapping[str, Any] | None = None, /, *, label: float = 0.0,
+               group: int | None = None, meta: Mapping[str, Any] | None = None, **named_fields: Any) -> int:
+        """Add one record and return its index.
+
+        Fields are passed by keyword (``image=jpeg_bytes``) or as a mapping; each value is stored
+        verbatim. ``label`` is a float, ``group`` an optional int64 (records of one group stay in
+        one fold when splitting), ``meta`` a small JSON-serialisable dict.
+        """
+        self._check_open()
+        items = dict(fields or {}, **named_fields)
+        if not items:
+            raise PicPacValueError("a record needs at least one field, e.g. append(image=jpeg_bytes)")
+        if len(items) > MAX_FIELDS:
+            raise PicPacValueError(f"a record holds at most {MAX_FIELDS} fields, got {len(items)}")
+        if not isinstance(label, numbers.Real):
+            raise PicPacTypeError(f"label must be a number, got {type(label).__name__}")
+        group_value = self._check_group(group)
+        meta_bytes = self._encode_meta(meta)
+        table = []
+        views = []
+        for name, value in items.items():
+            if not isinstance(name, str) or not name:
+                raise PicPacTypeError(f"field names must be non-empty str, got {name!r}")
+            view = _as_bytes(name, value)
+            if name in self._arrays:
+                _check_array(name, value, view, self._arrays[name])
+            table += (self._field_id(name), view.nbytes)
+            views.append(view)
+        head = RECORD_HEAD.pack(len(views), 0, len(meta_bytes)) + field_table(len(views)).pack(*table)
+        crc = crc32(meta_bytes, crc32(head))
+        write = self._file.write
+        try:
+            write(head)
+            write(meta_bytes)
+            for view in views:
+                crc = crc32(view, crc)
+                write(view)
+        except BaseException:
+            self._rewind()
+            raise
+        size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
+        self._grow(self._count + 1)
+        self._index[self._count] = (self._end, size, float(label), group_value, crc, 0)
+        self._end += size
+        self._count += 1
+        return self._count - 1
+
+    @staticmethod
+    def _check_group(group: Any) -> int:
+        if group is None:
+            return NO_GROUP
+        if isinstance(group, bool) or not isinstance(group, numbers.Integral):
+            raise PicPacTypeError(f"group must be an int or None, got {type(group).__name__}")
+        if not NO_GROUP < int(group) <= _INT64.max:
+            raise PicPacValueError(f"group must be an int64 above {NO_GROUP}, got {group}")
+        return int(group)
+
+    @staticmethod
+    def _encode_meta(meta: Any) -> bytes:
+        if meta is None:
+            return b""
+        if not isinstance(meta, Mapping):
+            raise PicPacTypeError(f"meta must be a dict or None, got {type(meta).__name__}")
+        try:
+            data = json.dumps(meta, separators=(",", ":")).encode()
+        except (TypeError, ValueError) as exc:
+            raise PicPacTypeError(f"meta must be JSON-serialisable: {exc}") from None
+        if len(data) > MAX_META_SIZE:
+            raise PicPacValueError(f"meta is {len(data)} bytes; keep it small and store data as a field")
+        return data
+
+    def _field_id(self, name: str) -> int:
+        fid = self._field_ids.get(name)
+        if fid is None:
+            fid = self._field_ids[name] = len(self._metadata["fields"])
+            self._metadata["fields"].append(name)
+        return fid
+
+    def _grow(self, needed: int) -> None:
+        if needed > len(self._index):
+            bigger = np.zeros(max(needed, 2 * len(self._index)), INDEX_DTYPE)
+            bigger[: self._count] = self._index[: self._count]
+            self._index = bigger
+
+    def _rewind(self) -> None:
+        """Drop bytes written past the last complete record, so later offsets stay right."""
+        self._file.seek(self._end)
+        self._file.truncate()
+
+    def _check_open(self) -> None:
+        if self._file is None:
+            raise PicPacError(f"{self.path}: the Writer is closed")
+
+    # -- committing ------------------------------------------------------------------------
+    def commit(self) -> None:
+        """Make every record appended so far durable and visible to new Readers."""
+        self._check_open()
+        meta = json.dumps(self._metadata, separators=(",", ":")).encode()
+        index_offset = index_offset_after(self._end + len(meta))
+        region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
+        try:
+            self._file.write(region)
+            self._file.flush()
+            self._fsync()
+        except BaseException:
+            self._rewind()
+            raise
+        commit = Commit(self._commit.seq + 1, self._end, len(meta), index_offset, self._count, crc32(region))
+        # The slot is written only after the region it points to is on disk; the other slot keeps
+        # describing the previous state until this one is complete.
+        os.pwrite(self._file.fileno(), commit.pack(), SLOT_OFFSETS[self._slot ^ 1])
+        self._commit, self._slot = commit, self._slot ^ 1
+        self._end += len(region)
+        self._fsync()
+        if self._temp_path is not None:
+            os.replace(self._temp_path, self.path)
+            self._temp_path = None
+            self._fsync_directory()
+
+    def close(self) -> None:
+        """Commit and close. Closing twice is harmless."""
+        if self._file is None:
+            return
+        try:
+            self.commit()
+        except BaseException:
+            self.abort()
+            raise
+        self._file.close()
+        self._file = None
+
+    def abort(self) -> None:
+        """Close without committing: a new database is not created, an append adds nothing."""
+        if self._file is None:
+            return
+        try:
+            if self._temp_path is None:
+                self._file.truncate(self._commit.end)
+        finally:
+            self._file.close()
+            self._file = None
+            if self._temp_path is not None:
+                os.unlink(self._temp_path)
+                self._temp_path = None
+
+    def _fsync(self) -> None:
+        if self._sync:
+            os.fsync(self._file.fileno())
+
+    def _fsync_directory(self) -> None:
+        if self._sync:
+            fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+
+    def __enter__(self) -> Writer:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __del__(self) -> None:
+        if getattr(self, "_file", None) is not None:
+            warnings.warn(f"{self.path}: Writer was never closed; its uncommitted records are discarded",
+                          ResourceWarning, stacklevel=2)
+            self.abort()
+
+
+def write_arrays(path: str | os.PathLike, images: Any, labels: Any = None, *, groups: Any = None,
+                 metadata: Mapping[str, Any] | None = None, field: str = "image", sync: bool = True) -> int:
+    """Write ``images`` (N, H, W[, C]) of a numeric dtype as a new database of N array records.
+
+    Each record's ``field`` holds one array's raw bytes (C order, little-endian) and the dataset
+    metadata declares the field: ``{"arrays": {field: {"shape": [H, W, C], "dtype": "uint8"}}}``, so
+    ImageStream reads the arrays without decoding and batches them on its vectorised path
+    (docs/arrays.md). ``labels`` (N numbers, default 0) and ``groups`` (N ints or None) go to the
+    index. Returns N.
+    """
+    images = np.asarray(images)
+    if images.ndim < 2 or not len(images):
+        raise PicPacValueError(f"images must be an array (N, H, W[, C]) with N >= 1, got shape {images.shape}")
+    try:
+        dtype = array_dtype(images.dtype)
+    except (TypeError, ValueError) as exc:
+        raise PicPacTypeError(f"images: {exc}") from None
+    images = np.ascontiguousarray(images, dtype=dtype)
+    n = len(images)
+    labels = np.zeros(n) if labels is None else np.asarray(labels, np.float64).reshape(-1)
+    if groups is not None:
+        groups = np.asarray(groups).reshape(-1)
+    for name, values in (("labels", labels), ("groups", groups)):
+        if values is not None and len(values) != n:
+            raise PicPacValueError(f"{name} has {len(values)} entries for {n} images")
+    meta = dict(metadata or {})
+    declared = meta.get(ARRAYS_KEY)
+    meta[ARRAYS_KEY] = {**(declared if isinstance(declared, Mapping) else {}),
+                        field: ArraySpec(images.shape[1:], dtype).to_json()}
+    with Writer(path, metadata=meta, sync=sync) as writer:
+        for i in range(n):
+            writer.append({field: images[i]}, label=labels.item(i), group=None if groups is None else groups[i].item())
+    return n

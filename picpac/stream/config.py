@@ -1,0 +1,229 @@
+"""ImageStream's configuration: PicPac's key names, types, defaults and checks (docs/stream.md)."""
+from __future__ import annotations
+
+import difflib
+import numbers
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import PicPacTypeError, PicPacValueError
+
+
+@dataclass(frozen=True)
+class Key:
+    """One config key: its default and a check that returns the normalised value or raises."""
+
+    default: Any
+    check: Callable[[str, Any], Any]
+
+
+def _bool(name: str, value: Any) -> bool:
+    if isinstance(value, (bool, numbers.Integral)) and value in (0, 1):
+        return bool(value)
+    raise PicPacTypeError(f"config key {name!r} must be True or False, got {value!r}")
+
+
+def _int(low: int | None = None, high: int | None = None) -> Callable[[str, Any], int]:
+    def check(name: str, value: Any) -> int:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+            raise PicPacTypeError(f"config key {name!r} must be an int, got {value!r}")
+        if (low is not None and value < low) or (high is not None and value > high):
+            span = f">= {low}" if high is None else f"in [{low}, {high}]"
+            raise PicPacValueError(f"config key {name!r} must be {span}, got {value}")
+        return int(value)
+    return check
+
+
+def _float(name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise PicPacTypeError(f"config key {name!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def _choice(*options: Any) -> Callable[[str, Any], Any]:
+    def check(name: str, value: Any) -> Any:
+        for option in options:
+            if value == option or (isinstance(value, str) and isinstance(option, str)
+                                   and value.upper() == option.upper()):
+                return option
+        raise PicPacValueError(f"config key {name!r} must be one of {', '.join(map(repr, options))}, "
+                               f"got {value!r}")
+    return check
+
+
+def _path_or_none(name: str, value: Any) -> str | None:
+    if value is None or value == "":
+        return None
+    if not isinstance(value, (str, os.PathLike)):
+        raise PicPacTypeError(f"config key {name!r} must be a path, got {value!r}")
+    return os.fspath(value)
+
+
+def _channel_values(name: str, value: Any) -> tuple[float, ...] | None:
+    """None, one number for every channel, or one number per channel."""
+    if value is None:
+        return None
+    values = [value] if isinstance(value, numbers.Real) and not isinstance(value, bool) else value
+    try:
+        result = tuple(_float(name, v) for v in values)
+    except TypeError:
+        raise PicPacTypeError(f"config key {name!r} must be a number or a list of numbers, got {value!r}") from None
+    if not result:
+        raise PicPacValueError(f"config key {name!r} is an empty list")
+    if name == "std" and 0.0 in result:
+        raise PicPacValueError(f"config key 'std' must not contain 0, got {value!r}")
+    return result
+
+
+def _transforms(name: str, value: Any) -> tuple:
+    """A list of transforms: callables ``(sample, rng) -> sample`` or PicPac v2 dicts ``{"type": ...}``."""
+    if value is None:
+        return ()
+    if callable(value) or isinstance(value, Mapping):
+        value = [value]
+    try:
+        result = tuple(value)
+    except TypeError:
+        raise PicPacTypeError(f"config key {name!r} must be a list of transforms") from None
+    for t in result:
+        if not (callable(t) or isinstance(t, Mapping)):
+            raise PicPacTypeError(f"config key {name!r}: {t!r} is neither a function (sample, rng) -> sample "
+                                  "nor a PicPac transform dict like {'type': 'augment.flip'}")
+    return result
+
+
+def _optional_bool(name: str, value: Any) -> bool | None:
+    return None if value is None else _bool(name, value)
+
+
+def _optional_float(name: str, value: Any) -> float | None:
+    return None if value is None else _float(name, value)
+
+
+KEYS: dict[str, Key] = {
+    # order and passes
+    "seed": Key(2016, _int(0, 2**63 - 1)),
+    "loop": Key(True, _bool),
+    "shuffle": Key(True, _bool),
+    "reshuffle": Key(True, _bool),
+    "batch": Key(1, _int(1)),
+    "pad": Key(False, _bool),
+    "preload": Key(None, _int(1)),
+    "threads": Key(None, _int(1)),
+    "workers": Key(None, _int(1)),
+    "backend": Key("thread", _choice("thread", "process")),
+    "start_method": Key("spawn", _choice("spawn", "fork")),
+    "copy": Key(False, _bool),
+    "vectorize": Key(None, _optional_bool),
+    "profile": Key(False, _bool),
+    "cache": Key(False, _bool),
+    "skip_errors": Key(False, _bool),
+    # splits and mixing
+    "split": Key(1, _int(1)),
+    "split_fold": Key(0, _int(0)),
+    "split_negate": Key(False, _bool),
+    "stratify": Key(False, _bool),
+    "oversample": Key(False, _bool),
+    "mixin": Key(None, _path_or_none),
+    "mixin_group_reset": Key(-1.0, _float),
+    "mixin_group_delta": Key(0.0, _float),
+    "mixin_max": Key(0, _int(0)),
+    # decoding and geometry
+    "channels": Key(3, _choice(1, 3, -1)),
+    "reduced_decode": Key(True, _bool),
+    "region_decode": Key(True, _bool),
+    "resize_width": Key(0, _int(0)),
+    "resize_height": Key(0, _int(0)),
+    "min_size": Key(0, _int(0)),
+    "max_size": Key(0, _int(0)),
+    "crop_width": Key(0, _int(0)),
+    "crop_height": Key(0, _int(0)),
+    "round_div": Key(0, _int(0)),
+    "round_mod": Key(0, _int(0)),
+    "perturb": Key(None, _optional_bool),
+    "pert_color1": Key(0.0, _float),
+    "pert_color2": Key(0.0, _float),
+    "pert_color3": Key(0.0, _float),
+    "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab")),
+    "pert_angle": Key(0.0, _float),
+    "pert_min_scale": Key(1.0, _float),
+    "pert_max_scale": Key(1.0, _float),
+    "pert_hflip": Key(False, _bool),
+    "pert_vflip": Key(False, _bool),
+    "transforms": Key((), _transforms),
+    # annotations and tasks
+    "annotate": Key(None, _choice(None, "json", "image")),
+    "anno_color1": Key(None, _optional_float),
+    "anno_color2": Key(None, _optional_float),
+    "anno_color3": Key(None, _optional_float),
+    "anno_thickness": Key(-1, _int(-1)),
+    "anno_copy": Key(False, _bool),
+    "task": Key(None, _choice(None, "classify", "segment", "detect", "keypoints")),
+    "min_box_area": Key(1.0, _float),
+    "max_boxes": Key(0, _int(0)),
+    # output
+    "order": Key("NCHW", _choice("NCHW", "NHWC")),
+    "dtype": Key("float32", _choice("float32", "uint8")),
+    "colorspace": Key("RGB", _choice("RGB", "BGR")),
+    "mean": Key(None, _channel_values),
+    "std": Key(None, _channel_values),
+    "onehot": Key(0, _int(0)),
+}
+
+LEGACY = {
+    "bgr2rgb": lambda v: {"colorspace": "RGB" if _bool("bgr2rgb", v) else "BGR"},
+    "channel_first": lambda v: {"order": "NCHW" if _bool("channel_first", v) else "NHWC"},
+}
+"""PicPac's older keys, each turned into the key that replaced it."""
+
+
+def parse(config: Mapping[str, Any]) -> dict[str, Any]:
+    """Every key with its checked value (defaults filled in); unknown keys raise, naming the closest one."""
+    given = dict(config)
+    for old, translate in LEGACY.items():
+        if old in given:
+            new = translate(given.pop(old))
+            clash = set(new) & set(given)
+            if clash:
+                raise PicPacValueError(f"config keys {old!r} and {clash.pop()!r} both given; use only the latter")
+            given.update(new)
+    unknown = [name for name in given if name not in KEYS]
+    if unknown:
+        name = unknown[0]
+        close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else "; see docs/stream.md for the keys"
+        raise PicPacValueError(f"unknown config key {name!r}{hint}")
+    values = {name: key.default for name, key in KEYS.items()}
+    for name, value in given.items():
+        values[name] = KEYS[name].check(name, value)
+    _check_together(values)
+    return values
+
+
+def _check_together(c: dict[str, Any]) -> None:
+    if c["threads"] is not None and c["workers"] is not None and c["threads"] != c["workers"]:
+        raise PicPacValueError(f"config keys 'threads' ({c['threads']}) and 'workers' ({c['workers']}) are two "
+                               "names of one count (PicPac's and the backend-neutral one); give one")
+    c["workers"] = c["threads"] = c["workers"] if c["workers"] is not None else c["threads"]
+    if c["split_fold"] >= c["split"] > 1:
+        raise PicPacValueError(f"config key 'split_fold' must be < split={c['split']}, got {c['split_fold']}")
+    if c["round_div"] and not 0 <= c["round_mod"] < c["round_div"]:
+        raise PicPacValueError(f"config key 'round_mod' must be in [0, round_div={c['round_div']}), "
+                               f"got {c['round_mod']}")
+    if c["round_mod"] and not c["round_div"]:
+        raise PicPacValueError("config key 'round_mod' needs 'round_div' > 0")
+    if c["dtype"] == "uint8" and (c["mean"] or c["std"]):
+        raise PicPacValueError("config keys 'mean'/'std' need dtype='float32' (normalised values are not uint8)")
+    if c["task"] is None:
+        c["task"] = "segment" if c["annotate"] else "classify"
+    if c["task"] in ("detect", "keypoints") and c["annotate"] == "image":
+        raise PicPacValueError(f"task={c['task']!r} needs vector annotations (annotate='json'), not a mask image")
+    if c["task"] in ("detect", "keypoints", "segment") and c["annotate"] is None:
+        c["annotate"] = "json"
+    if c["pert_min_scale"] > c["pert_max_scale"] or c["pert_min_scale"] <= 0:
+        raise PicPacValueError(f"config keys 'pert_min_scale' ({c['pert_min_scale']}) and 'pert_max_scale' "
+                               f"({c['pert_max_scale']}) must satisfy 0 < min <= max")
+    if c["max_size"] and c["min_size"] > c["max_size"]:
+        raise PicPacValueError(f"config key 'min_size' ({c['min_size']}) exceeds 'max_size' ({c['max_size']})")

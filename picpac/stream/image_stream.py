@@ -1,0 +1,684 @@
+"""ImageStream: PicPac-compatible batches of decoded, transformed images from a picpac file."""
+from __future__ import annotations
+
+import itertools
+import math
+import os
+import threading
+import time
+import warnings
+import weakref
+from collections import deque
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..image import batched
+from .config import parse
+from ..errors import CorruptRecordError, PicPacError, PicPacTypeError, PicPacValueError, SampleError
+from ..engine.threads import ordered_map
+from ..engine.processes import OK, ProcessPool, SharedBatches, pack_recipe
+from .processor import LazyRng, Processor, array_size_error, decode_seconds
+from ..file.reader import Reader
+from ..sampling import Sampler, assign_folds, select
+from ..image.transforms import Sample
+
+Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
+SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
+KEEP = 2
+"""backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
+
+
+class Profile:
+    """Seconds per stage (profile=True): read, decode, transform summed over the workers, batch and
+    wait on the consumer, and each worker thread's busy time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stages = dict.fromkeys(("read", "decode", "transform", "batch", "wait"), 0.0)
+        self.workers: dict[str, float] = {}
+        self.processed = 0
+
+    def sample(self, read: float, decode: float, total: float) -> None:
+        name = threading.current_thread().name
+        with self.lock:
+            self.stages["read"] += read
+            self.stages["decode"] += decode
+            self.stages["transform"] += total - read - decode
+            self.workers[name] = self.workers.get(name, 0.0) + total
+            self.processed += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"stages": dict(self.stages), "workers": dict(self.workers), "processed": self.processed}
+
+
+class _Loader:
+    """One sample from its record: the per-sample work of both backends.
+
+    Picklable (its readers reopen by path), so a worker process builds its own from the same state.
+    """
+
+    def __init__(self, readers: list[Reader], config: dict[str, Any]):
+        self.readers, self.config = readers, config
+        self.processor = Processor(config)
+        self.cache: dict[tuple[int, int], Sample] | None = {} if config["cache"] else None
+        self.profile = Profile() if config["profile"] else None
+
+    def __call__(self, epoch: int, source: int, record: int, label: float) -> tuple[np.ndarray, Any, tuple]:
+        start = time.perf_counter()
+        rng = LazyRng(self.config["seed"], epoch, source, record)
+        cached = None if self.cache is None else self.cache.get((source, record))
+        read = 0.0
+        if cached is None:
+            reader = self.readers[source]
+            fields = reader[record].fields
+            read = time.perf_counter() - start
+            sample = self.processor.decode(fields, label, record, reader.path, reader.arrays)
+            sample = self.processor.settle(sample, rng)
+            if self.cache is not None:
+                self.cache[source, record] = sample.copy()
+        else:
+            sample = cached.copy()
+        out = self.processor.output(self.processor.augment(sample, rng))
+        if self.profile is not None:
+            self.profile.sample(read, decode_seconds(), time.perf_counter() - start)
+        return out
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"readers": self.readers, "config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["readers"], state["config"])
+
+
+class _ProcessWork:
+    """A worker process's work: ``work(task) -> (image, (target, dense))``; ``build`` is its recipe
+    (the object arrives pickled, its loader rebuilt, so the recipe has nothing left to do)."""
+
+    def __init__(self, loader: _Loader):
+        self.loader = loader
+
+    def build(self) -> _ProcessWork:
+        return self
+
+    def __call__(self, task: tuple) -> tuple[np.ndarray, tuple]:
+        _, _, epoch, source, record, label = task
+        image, target, dense = self.loader(epoch, source, record, label)
+        return image, (target, dense)
+
+
+class _Keys:
+    """The keys ``(position, epoch)`` of one iteration: the endless stream from ``start``, or one pass's
+    ``order`` (positions) of ``epoch``; one at a time (per-sample path) or as arrays (batch path)."""
+
+    def __init__(self, sampler: Sampler, start: int = 0, order: np.ndarray | None = None, epoch: int = 0):
+        self.sampler, self.start, self.order, self.epoch = sampler, start, order, epoch
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        if self.order is None:
+            return self.sampler.at(self.start)
+        return ((p, self.epoch) for p in self.order.tolist())
+
+    def chunks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(positions, epochs) arrays of ``size`` keys at a time (the last chunk of a pass may be shorter)."""
+        if self.order is None:
+            start = self.start
+            while True:
+                yield self.sampler.take(start, size)
+                start += size
+        for i in range(0, len(self.order), size):
+            part = self.order[i:i + size]
+            yield part, np.full(len(part), self.epoch, np.int64)
+
+
+def _batch_plan(readers: list[Reader], config: dict[str, Any], processor: Processor
+               ) -> tuple[batched.Plan | None, str | None]:
+    """The batch path's plan for a stream, or None and why the per-sample path runs instead."""
+    c = config
+    if c["vectorize"] is False:
+        return None, "vectorize=False"
+    specs = [reader.arrays.get("image") for reader in readers]
+    if specs[0] is None:
+        return None, "the database's 'image' field is not declared as an array (metadata 'arrays')"
+    if any(spec != specs[0] for spec in specs[1:]):
+        return None, f"the mixin's 'image' field is not the same array as the database's ({specs[0]})"
+    if c["annotate"] is not None or c["task"] != "classify":
+        return None, f"task={c['task']!r} (annotations go through the per-sample path)"
+    plan = batched.plan(processor.fixed + processor.random, specs[0].shape)
+    return (None, plan) if isinstance(plan, str) else (plan, None)
+
+
+class _BatchLoader:
+    """The batch path's work: one chunk of keys made into one batch of array records at once.
+
+    ``loader((first, positions, epochs)) -> (images, positions, key indices, errors)``: the records
+    gathered (one np.take, or one gather), checked, transformed by the plan with counter-based
+    draws, and converted to the output layout. Picklable (readers reopen by path), like _Loader.
+    """
+
+    def __init__(self, readers: list[Reader], config: dict[str, Any], sources: np.ndarray, records: np.ndarray):
+        self.readers, self.config, self.sources, self.records = readers, config, sources, records
+        self.processor = Processor(config)
+        self.plan, _ = _batch_plan(readers, config, self.processor)
+        self.spec = readers[0].arrays["image"]
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"readers": self.readers, "config": self.config, "sources": self.sources, "records": self.records}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["readers"], state["config"], state["sources"], state["records"])
+
+    def output(self) -> tuple[tuple[int, ...], np.dtype]:
+        """The shape of one output image and the output dtype (a dry run on one blank sample)."""
+        blank = np.zeros((1, *self.spec.shape), self.spec.dtype)
+        p = self.processor
+        out = batched.convert(self.plan(blank, batched.draws(0, 0, 0, [0], self.plan.draws)), p.channel_first,
+                              p.dtype, p.mean, p.std)
+        return out.shape[1:], out.dtype
+
+    def __call__(self, job: tuple[int, np.ndarray, np.ndarray]) -> tuple:
+        """``errors`` are the samples that failed, in key order (skip_errors=True); without skip_errors the
+        first failure is raised instead."""
+        first, positions, epochs = job
+        c, spec = self.config, self.spec
+        sources, records = self.sources[positions], self.records[positions]
+        n = len(positions)
+        data = np.empty((n, spec.nbytes), np.uint8) if sources.any() else None
+        errors: dict[int, PicPacError] = {}
+        for source in np.unique(sources).tolist():
+            mine = np.flatnonzero(sources == source) if data is not None else np.arange(n)
+            part, failed = _array_bytes(self.readers[source], records[mine], spec)
+            errors.update((int(mine[i]), exc) for i, exc in failed.items())
+            if data is None:
+                data = part
+            else:
+                data[mine] = part
+        if errors:
+            if not c["skip_errors"]:
+                raise errors[min(errors)]
+            good = np.setdiff1d(np.arange(n), list(errors))
+            data, positions, epochs, sources, records = (a[good] for a in (data, positions, epochs, sources, records))
+        else:
+            good = np.arange(n)
+        images = data.view(spec.dtype).reshape(len(data), *spec.shape)
+        images = self.plan(images, batched.draws(c["seed"], epochs, sources, records, self.plan.draws))
+        p = self.processor
+        images = batched.convert(images, p.channel_first, p.dtype, p.mean, p.std)
+        return images, positions, first + good, [errors[i] for i in sorted(errors)]
+
+
+def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.ndarray, dict[int, PicPacError]]:
+    """The 'image' bytes of ``records`` as rows (len(records), spec.nbytes), checked; and the records that
+    fail, by position (their rows hold zeros).
+
+    Records written back to back (write_arrays) are copied whole, by one np.take into this thread's
+    buffer, and parsed and checked there; other layouts are parsed in the file and gathered. A
+    record's checksum is checked the first time the stream reads it (picpac never rewrites a
+    record's bytes; a batch of arrays makes this check a third of the work).
+    """
+    rows = None
+    if reader.stride:
+        rows = batched.buffer(f"records of {reader.path}", (len(records), reader.stride), np.uint8)
+        reader.take(records, rows)
+    starts, lengths, problems = reader.spans(records, "image", rows, once=True)
+    failed: dict[int, PicPacError] = {}
+    for i in np.flatnonzero(lengths != spec.nbytes).tolist():
+        record = int(records[i])
+        failed[i] = CorruptRecordError(reader.path, record, problems[i]) if i in problems else \
+            SampleError(reader.path, record, "has no 'image' field") if lengths[i] < 0 else \
+            array_size_error(reader.path, record, "image", int(lengths[i]), spec)
+    if rows is not None:
+        delta = starts - np.arange(len(records), dtype=np.int64) * rows.shape[1]
+        if not failed and len(delta) and (delta == delta[0]).all():
+            return rows[:, int(delta[0]):int(delta[0]) + spec.nbytes], failed  # the usual case: one slice
+    ok = lengths == spec.nbytes
+    gathered = reader.gather(starts[ok], spec.nbytes, rows.reshape(-1) if rows is not None else None)
+    if not failed:
+        return gathered, failed
+    data = np.zeros((len(records), spec.nbytes), np.uint8)
+    data[ok] = gathered
+    return data, failed
+
+
+class _BatchProcessWork:
+    """A worker process's work on the batch path: ``work(job) -> (images, (positions, key indices, errors))``."""
+
+    def __init__(self, loader: _BatchLoader):
+        self.loader = loader
+
+    def build(self) -> _BatchProcessWork:
+        return self
+
+    def __call__(self, job: tuple) -> tuple[np.ndarray, tuple]:
+        images, positions, index, errors = self.loader(job)
+        return images, (positions, index, errors)
+
+
+class _Pipeline:
+    """Everything a stream's batches need: the pool, the sampler, the per-sample work, the counters.
+
+    Batches reference this object, not the ImageStream, so dropping the stream stops them.
+    """
+
+    def __init__(self, path: str | os.PathLike, config: dict[str, Any]):
+        self._readers: list[Reader] = []
+        self._workers: ProcessPool | None = None  # backend='process': kept from one pass to the next
+        self._batcher: SharedBatches | None = None
+        self._output_layout: tuple | None = None
+        c = self.config = config
+        self.threads = c["workers"] or os.cpu_count() or 1
+        self.preload = c["preload"] or max(16 * self.threads, c["batch"])
+        # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
+        self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
+        self._readers.append(Reader(path))
+        try:
+            self._build_pool()
+            self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
+                                    oversample=c["oversample"])
+            self.loader = _Loader(self._readers, c)
+            self.processor = self.loader.processor
+            self.plan, self.path_reason = _batch_plan(self._readers, c, self.processor)
+            if c["vectorize"] and self.plan is None:
+                raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
+            self.batch_loader = None if self.plan is None else \
+                _BatchLoader(self._readers, c, self._sources, self._records)
+            # pickled once, now: an unpicklable transform fails here, not in a worker
+            work = _ProcessWork(self.loader) if self.plan is None else _BatchProcessWork(self.batch_loader)
+            self._recipe = pack_recipe(work.build, c["start_method"]) if c["backend"] == "process" else None
+        except BaseException:
+            self.close()
+            raise
+        self.position = 0  # samples of the endless stream consumed so far (loop=True)
+        self.passes = 0  # passes started (loop=False)
+        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
+                      "path": "sample" if self.plan is None else "batch", "path_reason": self.path_reason}
+
+    # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
+    def _build_pool(self) -> None:
+        c = self.config
+        main = self._readers[0]
+        folds = assign_folds(main.labels, main.groups, c["split"], c["seed"], shuffle=c["shuffle"],
+                             stratify=c["stratify"])
+        records = select(folds, c["split"], c["split_fold"], c["split_negate"])
+        sources = np.zeros(len(records), np.int64)
+        labels = main.labels[records]
+        if c["mixin"] is not None:
+            mixin = Reader(c["mixin"])
+            self._readers.append(mixin)
+            count = min(len(mixin), c["mixin_max"]) if c["mixin_max"] else len(mixin)
+            extra = np.arange(count)
+            mixed = mixin.labels[:count]
+            mixed = np.full(count, c["mixin_group_reset"]) if c["mixin_group_reset"] >= 0 else mixed + c["mixin_group_delta"]
+            records = np.concatenate([records, extra])
+            sources = np.concatenate([sources, np.ones(count, np.int64)])
+            labels = np.concatenate([labels, mixed])
+        if not len(records):
+            raise PicPacValueError(f"{main.path}: the stream has no samples (split={c['split']}, "
+                                   f"split_fold={c['split_fold']}, split_negate={c['split_negate']})")
+        self._records, self._sources, self._labels = records, sources, labels
+
+    # -- one sample (on a worker thread) ---------------------------------------------------------
+    def _load(self, key: tuple[int, int]) -> tuple[np.ndarray, Any, tuple]:
+        position, epoch = key
+        return self.loader(epoch, int(self._sources[position]), int(self._records[position]),
+                           float(self._labels[position]))
+
+    # -- batches ---------------------------------------------------------------------------------
+    def batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+        """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
+        if self.plan is not None:
+            return self._vector_batches(keys, real)
+        if self.config["backend"] == "process":
+            return self._process_batches(keys, real)
+        return self._thread_batches(keys, real)
+
+    # -- the batch path: array records gathered, transformed and converted a whole batch at a time ------
+    def _vector_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+        """Batches of whole-batch jobs, one per ``batch`` keys; samples skipped (skip_errors) are made up
+        from the next job's, so every batch but a pass's last is full, as on the per-sample path."""
+        batch = self.config["batch"]
+        jobs = ((i * batch, positions, epochs) for i, (positions, epochs) in enumerate(keys.chunks(batch)))
+        # jobs in flight: one running and one waiting per worker, so none idles while the consumer waits
+        window = max(2 * self.threads, -(-self.preload // batch))
+        process = self.config["backend"] == "process"
+        parts = self._process_parts(jobs, window) if process else self._thread_parts(jobs, window)
+        held: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # samples made but not delivered yet
+        done = 0  # keys behind the batches delivered
+        views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # process: the last batches' images, if shared
+        try:
+            for images, positions, index, errors, shared in parts:
+                for exc in errors:
+                    self._skip(exc)
+                if not held and len(positions) == batch:  # the usual case: a job's batch as it came
+                    if shared and self.config["copy"]:
+                        images, shared = images.copy(), False
+                    out = self._deliver(images, positions, index, real, done)
+                    done = int(index[-1]) + 1
+                    views.append(weakref.ref(out[0]) if shared else None)
+                    del images
+                    yield out
+                    del out
+                    if len(views) == KEEP and views[0] is not None and views[0]() is not None:
+                        self._warn_kept()
+                        views[0] = None
+                    continue
+                held.append((images.copy() if shared else images, positions, index))  # shared: reused soon
+                while sum(len(h[1]) for h in held) >= batch:
+                    images, kept, index = (np.concatenate([h[i] for h in held]) for i in range(3))  # copies
+                    held = [(images[batch:], kept[batch:], index[batch:])] if len(kept) > batch else []
+                    out = self._deliver(images[:batch], kept[:batch], index[:batch], real, done)
+                    done = int(index[batch - 1]) + 1
+                    yield out
+            if held and sum(len(h[1]) for h in held):
+                images, kept, index = (np.concatenate([h[i] for h in held]) for i in range(3))
+                yield self._deliver(images, kept, index, real, done)
+        finally:
+            parts.close()
+
+    def _thread_parts(self, jobs: Iterator[tuple], window: int) -> Iterator[tuple]:
+        work = ordered_map(self.batch_loader, jobs, self.threads, window, name="picpac-stream")
+        try:
+            for _, outcome in work:
+                yield (*outcome.get(), False)
+        finally:
+            work.close()
+
+    def _process_parts(self, jobs: Iterator[tuple], window: int) -> Iterator[tuple]:
+        """Jobs on the worker processes, each writing its batch into its slot of a shared ring.
+
+        Job k goes to slot k % (window + KEEP); it is sent once job k - window was handed on, so its
+        slot's last batch was delivered KEEP batches ago (the process backend's promise).
+        """
+        c = self.config
+        if self._workers is None:
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+        pool, slots = self._workers, window + KEEP
+        shape, dtype = self._output
+        arena = pool.arena((c["batch"], *shape), dtype, slots)
+        pending: deque[tuple[int, int]] = deque()
+        sent = itertools.count()
+
+        def send() -> None:
+            for job in itertools.islice(jobs, 1):
+                slot = next(sent) % slots
+                pending.append((pool.submit(job, slot), slot))
+
+        try:
+            for _ in range(window):
+                send()
+            while pending:
+                seq, slot = pending.popleft()
+                reply = pool.result(seq)
+                if reply[0] != OK:
+                    raise reply[1]
+                array, (positions, index, errors) = reply[1], reply[2]
+                yield (arena[slot] if array is None else array), positions, index, errors, array is None
+                send()
+        except BaseException:  # break, close, an error, Ctrl-C: stop the workers and free the memory
+            self.stop_workers()
+            raise
+
+    @property
+    def _output(self) -> tuple[tuple[int, ...], np.dtype]:
+        if self._output_layout is None:
+            self._output_layout = self.batch_loader.output()
+        return self._output_layout
+
+    def _deliver(self, images: np.ndarray, positions: np.ndarray, index: np.ndarray, real: int | None,
+                 done: int) -> tuple:
+        """A batch of the batch path: its targets, the counters, and the stream position."""
+        padding = int((index >= real).sum()) if real is not None else 0
+        out = self._assemble(images, (None,) * len(positions), ((),) * len(positions), positions, padding)
+        self._advance(int(index[-1]) + 1 - done)
+        return out
+
+    def _thread_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+        batch = self.config["batch"]
+        images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
+        positions: list[int] = []
+        taken = padding = 0
+        work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
+                           name="picpac-stream")
+        profile = self.loader.profile
+        mark = time.perf_counter()
+        try:
+            for index, ((position, _), outcome) in enumerate(work):
+                if profile is not None:
+                    profile.stages["wait"] += time.perf_counter() - mark
+                taken += 1
+                try:
+                    images.append(outcome.get())
+                except PicPacError as exc:
+                    if not self.config["skip_errors"]:
+                        raise
+                    self._skip(exc)
+                    continue
+                positions.append(position)
+                padding += real is not None and index >= real
+                if len(images) == batch:
+                    out = self._assemble(*zip(*images), positions, padding)
+                    self._advance(taken)
+                    images, positions, taken, padding = [], [], 0, 0
+                    yield out
+                mark = time.perf_counter()
+            if images:
+                out = self._assemble(*zip(*images), positions, padding)
+                self._advance(taken)
+                yield out
+        finally:
+            work.close()
+
+    def _process_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+        """The same batches, from worker processes writing the images into shared memory."""
+        c = self.config
+        if self._workers is None:
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+            self._batcher = SharedBatches(self._workers, c["batch"], self.preload, keep=KEEP)
+        tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
+                  float(self._labels[position])) for index, (position, epoch) in enumerate(keys))
+        batches = self._batcher(tasks, self._on_error)
+        views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
+        try:
+            for shared in batches:
+                positions = [task[1] for task in shared.items]
+                padding = sum(real is not None and task[0] >= real for task in shared.items)
+                images = shared.arrays
+                shared_view = isinstance(images, np.ndarray)
+                if c["copy"] and shared_view:
+                    images, shared_view = images.copy(), False
+                out = self._assemble(images, *zip(*shared.extras), positions, padding)
+                self._advance(shared.taken)
+                views.append(weakref.ref(out[0]) if shared_view else None)
+                del images, shared
+                yield out
+                del out
+                if len(views) == KEEP and views[0] is not None and views[0]() is not None:
+                    self._warn_kept()
+                    views[0] = None
+        except BaseException:  # break, close, an error, Ctrl-C: stop the workers and free the memory
+            self.stop_workers()
+            raise
+        finally:
+            batches.close()
+
+    def _warn_kept(self) -> None:
+        warnings.warn("picpac: a batch from backend='process' is still referenced while its shared memory is "
+                      f"reused, so its images change under you: use a batch's images before asking for {KEEP} "
+                      "more batches, or set copy=True to keep batches", RuntimeWarning, stacklevel=4)
+
+    def _on_error(self, task: tuple, exc: BaseException) -> None:
+        if not (self.config["skip_errors"] and isinstance(exc, PicPacError)):
+            raise exc
+        self._skip(exc)
+
+    def stop_workers(self) -> None:
+        if self._workers is not None:
+            self._workers.close()
+            self._workers = self._batcher = None
+
+    def _skip(self, exc: PicPacError) -> None:
+        self.stats["skipped"] += 1
+        if len(self.stats["skipped_records"]) < 100:
+            self.stats["skipped_records"].append(str(exc))
+
+    def _advance(self, taken: int) -> None:
+        if self.config["loop"]:
+            self.position += taken
+
+    def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
+        """A batch from its images (a list of arrays, or one array already stacked) and per-sample targets."""
+        start = time.perf_counter()
+        try:
+            return self._assemble_batch(images, targets, dense, positions, pad)
+        finally:
+            if self.loader.profile is not None:
+                self.loader.profile.stages["batch"] += time.perf_counter() - start
+
+    def _assemble_batch(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
+        if not isinstance(images, np.ndarray):
+            shapes = {image.shape for image in images}
+            if len(shapes) > 1:
+                raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
+                                       f"batch; set {SHAPE_KEYS} to make them equal")
+            images = np.stack(images)
+        labels = self._labels[positions].astype(np.float32)
+        records = self._records[positions]
+        targets = self.processor.targets(list(targets), labels, records, list(dense))
+        self.stats["samples"] += len(images)
+        self.stats["batches"] += 1
+        return (images, *targets, int(pad))
+
+    def order(self) -> tuple[_Keys, int | None]:
+        """The keys of the next iteration: the endless stream from its position, or the next pass."""
+        if self.config["loop"]:
+            return _Keys(self._sampler, start=self.position), None
+        epoch = self.passes if self.config["reshuffle"] else 0
+        self.passes += 1
+        order = self._sampler.pass_order(epoch)
+        real, batch = len(order), self.config["batch"]
+        if self.config["pad"] and real % batch:
+            order = np.resize(order, real + batch - real % batch)
+        return _Keys(self._sampler, order=order, epoch=epoch), real
+
+    def size(self) -> int:
+        return len(self._records)
+
+    @property
+    def path(self) -> str:
+        return self._readers[0].path if self._readers else "closed"
+
+    @property
+    def closed(self) -> bool:
+        return not self._readers
+
+    def close(self) -> None:
+        self.stop_workers()
+        for reader in self._readers:
+            reader.close()
+        self._readers = []
+
+
+def _keep_alive(stream: ImageStream, batches: Iterator[Batch]) -> Iterator[Batch]:
+    """``batches``, holding ``stream`` alive while a for loop runs over a temporary stream."""
+    try:
+        yield from batches
+    finally:
+        batches.close()
+
+
+class ImageStream:
+    """Stream ``(images, labels, pad)`` batches from a picpac database (keys in docs/stream.md).
+
+    ``ImageStream(path, **config)`` or PicPac's ``ImageStream({"db": path, ...})``. With
+    ``loop=True`` (default) iteration is endless and continues where the last loop stopped;
+    with ``loop=False`` each ``iter()`` is one pass over the samples. Decoding and transforms run
+    on ``workers`` threads, or processes with ``backend='process'`` (images then arrive as views
+    into shared memory, valid until two more batches are asked for), at most ``preload`` samples
+    ahead; the batches are the same for any worker count and either backend. Breaking out of a
+    loop, ``close()`` or deleting the stream stops the workers. A database of fixed-shape arrays is
+    streamed a whole batch at a time when every step allows it (``stats()["path"]``; docs/arrays.md).
+    """
+
+    def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):
+        if isinstance(path, Mapping):
+            config = {**path, **config}
+            path = None
+        if path is None:
+            path = config.pop("db", None)
+        if path is None:
+            raise PicPacTypeError("ImageStream needs a database: ImageStream('db.picpac', ...) or {'db': ...}")
+        self._current: Iterator[Batch] | None = None  # the batches next() draws from
+        self._active: weakref.ref | None = None  # the newest batches, to stop them when a new loop starts
+        self._pipeline = _Pipeline(path, parse(config))
+        self.config = self._pipeline.config
+
+    # -- the public protocol -----------------------------------------------------------------------
+    def __iter__(self) -> Iterator[Batch]:
+        """Endless batches from where the last loop stopped (loop=True), or one pass (loop=False)."""
+        return _keep_alive(self, self._start())
+
+    def _start(self) -> Iterator[Batch]:
+        if self._pipeline.closed:
+            raise PicPacError("the ImageStream is closed")
+        self._stop()  # one engine at a time: a new loop replaces an abandoned one
+        batches = self._pipeline.batches(*self._pipeline.order())
+        self._active = weakref.ref(batches)
+        return batches
+
+    def __next__(self) -> Batch:
+        """The next batch; at the end of a pass (loop=False) StopIteration, and the next call starts another."""
+        if self._current is None:
+            self._current = self._start()
+        try:
+            return next(self._current)
+        except StopIteration:
+            self._current = None
+            raise
+
+    next = __next__  # PicPac's stream.next()
+
+    def __len__(self) -> int:
+        """Batches per pass."""
+        return math.ceil(self.size() / self.config["batch"])
+
+    def size(self) -> int:
+        """Samples per pass: the records after the split, plus the mixin."""
+        return self._pipeline.size()
+
+    def reset(self) -> None:
+        """Restart from the first batch of the first pass."""
+        self._stop()
+        self._pipeline.position = self._pipeline.passes = 0
+
+    def stats(self) -> dict[str, Any]:
+        """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""
+        stats = self._pipeline.stats
+        profile = self._pipeline.loader.profile
+        return {**stats, "skipped_records": list(stats["skipped_records"]),
+                **(profile.snapshot() if profile is not None else {})}
+
+    def close(self) -> None:
+        """Stop the workers and close the database(s). Closing twice is harmless."""
+        self._stop()
+        self._pipeline.close()
+
+    def _stop(self) -> None:
+        for batches in (self._current, self._active and self._active()):
+            if batches is not None:
+                batches.close()
+        self._current = self._active = None
+
+    def __enter__(self) -> ImageStream:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_pipeline", None) is not None:
+            self.close()
+
+    def __repr__(self) -> str:
+        return f"ImageStream({self._pipeline.path!r}, size={self.size()}, batch={self.config['batch']})"

@@ -1,0 +1,51 @@
+"""ImageLoader: a stream config's deterministic steps applied to one image, for inference."""
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .config import parse
+from ..errors import MissingPathError, PicPacError, PicPacValueError, SampleError
+from .processor import LazyRng, Processor
+
+
+class ImageLoader:
+    """``ImageLoader(config)`` -> ``load_path(path)`` / ``load_binary(bytes)``: a (1, ...) image batch.
+
+    Takes the same keys as ImageStream (keys about order, splits and annotations are accepted
+    and ignored) and applies its decoding, geometry, transforms and output layout with every random
+    step in its deterministic centre version (``perturb=False``), so a model sees at inference
+    what it saw in validation.
+    """
+
+    def __init__(self, config: Mapping[str, Any] | None = None, **more: Any):
+        given = {**(config or {}), **more}
+        given.pop("db", None)
+        given.update(perturb=False, annotate=None, task="classify")
+        self.config = parse(given)
+        self.processor = Processor(self.config)
+
+    def load_binary(self, data: bytes | memoryview, where: str = "image bytes") -> np.ndarray:
+        """The image batch of one encoded image."""
+        try:
+            sample = self.processor.decode({"image": data}, 0.0, 0, where)
+        except SampleError:
+            raise PicPacValueError(f"{where}: cannot decode the image (corrupt, truncated or not an image)") from None
+        rng = LazyRng(self.config["seed"], 0, 0, 0)
+        sample = self.processor.augment(self.processor.settle(sample, rng), rng)
+        image, _, _ = self.processor.output(sample)
+        return image[None]
+
+    def load_path(self, path: str | os.PathLike) -> np.ndarray:
+        """The image batch of the image file at ``path``."""
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            raise MissingPathError(f"{path}: no such file") from None
+        except OSError as exc:
+            raise PicPacError(f"{path}: cannot read: {exc.strerror}") from None
+        return self.load_binary(data, os.fspath(path))

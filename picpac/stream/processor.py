@@ -1,0 +1,310 @@
+"""One sample's way from stored bytes to output arrays, as a stream config says (stream layer).
+
+Shared by ImageStream (many samples, on worker threads) and ImageLoader (one image, for
+inference). Steps: decode -> annotation (vector shapes or a mask image) -> the deterministic
+geometry keys (cacheable) -> random steps (PicPac's pert_* keys, crop/round, ``transforms``) ->
+the task's targets (label, rasterized mask, boxes or keypoints) and the output layout.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from functools import partial
+from typing import Any
+
+import cv2
+import numpy as np
+
+from .. import image
+from ..image import specs
+from ..image.color import AddColor
+from ..errors import PicPacValueError, SampleError
+from ..file.layout import ArraySpec
+from ..image.shapes import Shapes
+from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
+                         convert)
+
+Target = np.ndarray | None
+
+
+class LazyRng:
+    """The sample's ``numpy.random.Generator``, made on first use (deterministic steps never pay for it)."""
+
+    __slots__ = ("_key", "_rng")
+
+    def __init__(self, seed: int, epoch: int, source: int, record: int):
+        self._key, self._rng = (seed, epoch, source, record), None
+
+    def __getattr__(self, name: str) -> Any:
+        if self._rng is None:
+            self._rng = sample_rng(*self._key)
+        return getattr(self._rng, name)
+
+
+_thread = threading.local()
+_clock = threading.local()
+
+
+def _timed_decode(*args: Any) -> np.ndarray | None:
+    """image.decode_channels, adding its time to this thread's decode clock (profile=True)."""
+    start = time.perf_counter()
+    try:
+        return image.decode_channels(*args)
+    finally:
+        _clock.seconds = getattr(_clock, "seconds", 0.0) + time.perf_counter() - start
+
+
+def decode_seconds() -> float:
+    """Seconds this thread spent decoding images since the last call (with profile=True)."""
+    seconds, _clock.seconds = getattr(_clock, "seconds", 0.0), 0.0
+    return seconds
+
+
+def sample_rng(seed: int, epoch: int, source: int, record: int) -> np.random.Generator:
+    """The RNG of one sample: a Philox stream keyed by (seed, source) at counter (record, epoch).
+
+    Counter-based, so it depends on nothing but these numbers: not on thread timing or order.
+    Each thread keeps one generator and resets its state here (6x cheaper than a new Philox), so
+    the generator returned is valid until the thread's next call.
+    """
+    if not hasattr(_thread, "rng"):
+        bits = np.random.Philox(key=[0, 0])
+        _thread.rng = bits, np.random.Generator(bits), bits.state
+    bits, generator, state = _thread.rng
+    state["state"]["counter"][:] = (0, 0, record, epoch)
+    state["state"]["key"][:] = (seed, source)
+    state.update(buffer_pos=4, has_uint32=0, uinteger=0)  # no draws buffered from the last sample
+    bits.state = state
+    return generator
+
+
+def array_size_error(where: str, record: int, name: str, nbytes: int, spec: ArraySpec) -> SampleError:
+    return SampleError(where, record, f"has {nbytes} bytes in its {name!r} field, but the metadata 'arrays' "
+                                      f"declares {spec} arrays of {spec.nbytes} bytes")
+
+
+def array_view(data: Any, spec: ArraySpec, name: str, record: int, where: str) -> np.ndarray:
+    """A record's array field as its array: zero-copy (copied only when misaligned for its dtype)."""
+    nbytes = memoryview(data).nbytes
+    if nbytes != spec.nbytes:
+        raise array_size_error(where, record, name, nbytes, spec)
+    array = np.frombuffer(data, spec.dtype).reshape(spec.shape)
+    return array if array.flags.aligned else array.copy()
+
+
+class Processor:
+    """Per-sample work for one config (see docs/stream.md and docs/augment.md)."""
+
+    def __init__(self, config: dict[str, Any]):
+        c = self.config = config
+        self.rgb = c["colorspace"] == "RGB"
+        self.fixed: list = []
+        if c["min_size"] or c["max_size"]:
+            self.fixed.append(LimitSize(c["min_size"], c["max_size"]))
+        if c["resize_width"] or c["resize_height"]:
+            self.fixed.append(Resize(c["resize_width"], c["resize_height"]))
+        self.random = self._legacy_perturbation() + specs.build(c["transforms"], random=c["perturb"] is not False)
+        values = [v for v in (c["anno_color1"], c["anno_color2"], c["anno_color3"]) if v is not None]
+        self.rasterize = Rasterize(thickness=c["anno_thickness"], values=tuple(values) or None,
+                                   channels=max(1, len(values)), copy=c["anno_copy"])
+        self.channel_first = c["order"] == "NCHW"
+        self.dtype = np.dtype(c["dtype"])
+        self.mean = None if c["mean"] is None else np.float32(c["mean"])
+        self.std = None if c["std"] is None else np.float32(c["std"])
+        self.decode_image = _timed_decode if c["profile"] else image.decode_channels
+        # a region of an upright JPEG only (libjpeg does not apply EXIF orientation)
+        self.region_decode = c["region_decode"] and image.REGION_DECODE
+
+    def _legacy_perturbation(self) -> list:
+        """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
+        c = self.config
+        steps: list = []
+        if c["perturb"]:
+            if c["pert_angle"] or (c["pert_min_scale"], c["pert_max_scale"]) != (1.0, 1.0):
+                steps.append(Affine(rotate=c["pert_angle"], scale=(c["pert_min_scale"], c["pert_max_scale"])))
+            if c["pert_hflip"] or c["pert_vflip"]:
+                steps.append(Flip(horizontal=0.5 * c["pert_hflip"], vertical=0.5 * c["pert_vflip"]))
+            colors = (c["pert_color1"], c["pert_color2"], c["pert_color3"])
+            if any(colors):
+                steps.append(AddColor(colors, colorspace=c["pert_colorspace"]))
+        if c["crop_width"] or c["crop_height"]:
+            steps.append(Crop(c["crop_width"], c["crop_height"], random=bool(c["perturb"])))
+        if c["round_div"]:
+            steps.append(RoundSize(c["round_div"], c["round_mod"], random=bool(c["perturb"])))
+        return steps
+
+    # -- steps ------------------------------------------------------------------------------------
+    def decode(self, fields: dict[str, Any], label: float, record: int, where: str,
+               arrays: Mapping[str, ArraySpec] | None = None) -> Sample:
+        """The sample of a record's fields: its image and, as configured, its annotation.
+
+        A JPEG decoded to 1 or 3 channels is deferred: its size comes from the header, and it is
+        decoded when the pixels are first read, at the smallest scale the planned geometry allows.
+        A field declared in ``arrays`` (the database's array fields) is not decoded: it is viewed as
+        its array, zero-copy and read-only, and ``channels`` and ``colorspace`` do not apply to it.
+        """
+        if "image" not in fields:
+            raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
+        data, channels = fields["image"], self.config["channels"]
+        extra = {"colorspace": self.config["colorspace"], "source": where}
+        spec = arrays.get("image") if arrays else None
+        header = image.jpeg_header(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
+        if spec is not None:
+            sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
+        elif header is not None:
+            width, height, orientation = header
+            sample = Sample(None, label, record, extra=extra, size=(width, height),
+                            decoder=partial(self.decode_image, data, channels, self.rgb),
+                            regions=self.region_decode and orientation == 1)
+        else:
+            pixels = self.decode_image(data, channels, self.rgb)
+            if pixels is None:
+                raise SampleError(where, record, "cannot decode its image")
+            sample = Sample(pixels, label, record, extra=extra)
+        annotate = self.config["annotate"]
+        if annotate == "json":
+            sample.shapes = self._shapes(fields, sample.size, record, where)
+        elif annotate == "image":
+            sample.mask = self._mask(fields, sample.size, record, where, arrays)
+        return sample
+
+    def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
+        if "annotation" not in fields:
+            raise SampleError(where, record, "has no 'annotation' field for annotate='json'")
+        try:
+            return Shapes.from_json(fields["annotation"], *size)
+        except (PicPacValueError, ValueError) as exc:
+            raise SampleError(where, record, f"has a bad annotation: {exc}") from None
+
+    def _mask(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str,
+              arrays: Mapping[str, ArraySpec] | None = None) -> np.ndarray:
+        name = "mask" if "mask" in fields else "annotation"
+        if name not in fields:
+            raise SampleError(where, record, "has no 'mask' field for annotate='image'")
+        if arrays and name in arrays:
+            mask = array_view(fields[name], arrays[name], name, record, where)
+        else:
+            mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
+        if mask is None:
+            raise SampleError(where, record, f"cannot decode its {name!r} image")
+        if (mask.shape[1], mask.shape[0]) != size:
+            raise SampleError(where, record, f"has a {mask.shape[1]}x{mask.shape[0]} mask for a "
+                                             f"{size[0]}x{size[1]} image")
+        return mask
+
+    def settle(self, sample: Sample, rng: Any) -> Sample:
+        """The deterministic geometry keys (what ``cache=True`` keeps, resampled by its copy)."""
+        return apply_all(self.fixed, sample, rng)
+
+    def augment(self, sample: Sample, rng: Any) -> Sample:
+        """The random steps, in order; an exception from user code gets a note naming the record."""
+        for step in self.random:
+            try:
+                sample = step(sample, rng)
+            except Exception as exc:
+                exc.add_note(f"in transform {step!r} on record {sample.record}")
+                raise
+        return sample
+
+    def output(self, sample: Sample) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
+        """The image in the output layout, the task's target, and the dense targets of transforms.
+
+        Dense targets are the arrays a transform put in ``sample.extra["dense"]`` (e.g. anchor
+        maps), in the order they were added; each becomes one more batch array.
+        """
+        task = self.config["task"]
+        if task == "segment" and sample.shapes is not None:
+            sample = self.rasterize(sample, None)
+        pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
+        dense = tuple(sample.extra.get("dense", {}).values())
+        if task == "classify":
+            return pixels, None, dense
+        if task == "segment":
+            if sample.mask is None:
+                raise SampleError("", sample.record, "has no mask after its transforms (a 'drop' step?)")
+            return pixels, sample.mask, dense
+        return pixels, self._boxes(sample) if task == "detect" else self._points(sample), dense
+
+    def _boxes(self, sample: Sample) -> np.ndarray:
+        """(n, 5) ``label, x1, y1, x2, y2`` of the non-point shapes, clipped to the image, small ones dropped."""
+        shapes = sample.shapes or Shapes.empty()
+        keep = np.array([kind != "point" for kind in shapes.kinds], bool)
+        w, h = sample.size
+        boxes = np.clip(shapes.boxes()[keep], 0, (w, h, w, h))
+        area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
+        big = area >= max(self.config["min_box_area"], 1e-9)
+        return np.hstack([shapes.labels[keep][big, None], boxes[big]]).astype(np.float32)
+
+    def _points(self, sample: Sample) -> np.ndarray:
+        """(n, 3) ``label, x, y`` of the point shapes inside the image."""
+        shapes = sample.shapes or Shapes.empty()
+        keep = np.array([kind == "point" for kind in shapes.kinds], bool)
+        xy = shapes.boxes()[keep][:, :2]
+        w, h = sample.size
+        inside = (xy[:, 0] >= 0) & (xy[:, 0] < w) & (xy[:, 1] >= 0) & (xy[:, 1] < h)
+        return np.hstack([shapes.labels[keep][inside, None], xy[inside]]).astype(np.float32)
+
+    # -- batches ----------------------------------------------------------------------------------
+    def targets(self, targets: list[Target], labels: np.ndarray, records: list[int],
+                dense: list[tuple[np.ndarray, ...]]) -> tuple:
+        """The batch's arrays after the images: the task's ((labels,), (masks,) or (boxes or points,
+        counts)), then each dense target stacked over the batch."""
+        stacked = tuple(_stack_rows(arrays) for arrays in zip(*dense)) if dense and dense[0] else ()
+        return self._task_targets(targets, labels, records) + stacked
+
+    def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
+        task = self.config["task"]
+        if task == "classify":
+            return (self._onehot_labels(labels, records) if self.config["onehot"] else labels,)
+        if task == "segment":
+            return (self._masks(targets, records),)
+        counts = np.array([len(t) for t in targets], np.int32)
+        n = self.config["max_boxes"] or max(1, int(counts.max()))
+        width = 5 if task == "detect" else 3
+        out = np.zeros((len(targets), n, width), np.float32)
+        out[:, :, 0] = -1  # padding rows: label -1
+        for i, t in enumerate(targets):
+            out[i, :min(n, len(t))] = t[:n]
+        return out, np.minimum(counts, n)
+
+    def _onehot_labels(self, labels: np.ndarray, records: list[int]) -> np.ndarray:
+        k = self.config["onehot"]
+        bad = (labels != np.floor(labels)) | (labels < 0) | (labels >= k)
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise PicPacValueError(f"record {records[i]}: label {labels[i]} is not a class id in [0, onehot={k})")
+        return np.eye(k, dtype=np.float32)[labels.astype(np.int64)]
+
+    def _masks(self, masks: list[np.ndarray], records: list[int]) -> np.ndarray:
+        """(B, 1, H, W) float32 masks, or (B, K, H, W) one-hot with ``onehot=K`` (NHWC: channels last)."""
+        stacked = np.stack([m if m.ndim == 3 else m[:, :, None] for m in masks])
+        k = self.config["onehot"]
+        if k:
+            if stacked.shape[3] != 1:
+                raise PicPacValueError("onehot masks need single-channel masks")
+            values = stacked[..., 0]
+            bad = values >= k
+            if bad.any():
+                i = int(np.argwhere(bad)[0][0])
+                raise PicPacValueError(f"record {records[i]}: mask value {int(values[bad][0])} is not a class id "
+                                       f"in [0, onehot={k})")
+            stacked = (values[..., None] == np.arange(k)).astype(np.float32)
+        else:
+            stacked = stacked.astype(np.float32)
+        return np.ascontiguousarray(stacked.transpose(0, 3, 1, 2)) if self.channel_first else stacked
+
+
+def _stack_rows(arrays: tuple[np.ndarray, ...]) -> np.ndarray:
+    """Stack per-sample arrays; tables that differ only in length (e.g. box_feature) are padded to the
+    longest with rows of label (first column) -1 and zeros, as detection boxes are."""
+    if len({a.shape for a in arrays}) == 1:
+        return np.stack(arrays)
+    if len({a.shape[1:] for a in arrays}) > 1:
+        raise PicPacValueError(f"dense targets of shapes {sorted({a.shape for a in arrays})} cannot be batched; "
+                               "make the images the same size")
+    out = np.zeros((len(arrays), max(len(a) for a in arrays), *arrays[0].shape[1:]), arrays[0].dtype)
+    out[:, :, 0] = -1
+    for i, a in enumerate(arrays):
+        out[i, :len(a)] = a
+    return out

@@ -1,0 +1,100 @@
+"""`picpac bench`: stream a database for a while and say how fast, where the time goes, and why."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import PicPacValueError
+from ..stream.image_stream import ImageStream
+
+WORKER_STAGES = ("read", "decode", "transform")
+CONSUMER_STAGES = ("batch", "wait")
+
+
+def parse_value(text: str) -> Any:
+    """A ``key=value`` value: JSON when it parses (numbers, true/false, lists), else the string."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse_settings(pairs: list[str]) -> dict[str, Any]:
+    """``["batch=64", "resize_width=224"]`` -> config dict; a pair without '=' raises naming it."""
+    config = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise PicPacValueError(f"stream setting {pair!r} is not key=value (e.g. resize_width=224)")
+        config[key.strip()] = parse_value(value.strip())
+    return config
+
+
+def measure(db: str, config: Mapping[str, Any], seconds: float,
+            tick: Callable[[float, int], None] | None = None) -> dict[str, Any]:
+    """Stream ``db`` for ``seconds`` (after a first batch to warm up) and return the measurements."""
+    with ImageStream(db, **{"loop": True, **config, "profile": True}) as stream:
+        batches = iter(stream)
+        next(batches)
+        warm = stream.stats()
+        start = time.perf_counter()
+        samples, last_tick = 0, start
+        while (now := time.perf_counter()) - start < seconds:
+            samples += len(next(batches)[0])
+            if tick is not None and now - last_tick >= 0.5:
+                tick(now - start, samples)
+                last_tick = now
+        elapsed = time.perf_counter() - start
+        stats = stream.stats()
+        workers = stream.config["workers"] or os.cpu_count() or 1
+    if "stages" not in stats:
+        raise PicPacValueError(f"stage times come from the per-sample path on threads; this stream runs the "
+                               f"{stats.get('path', 'batch')} path with backend={stream.config['backend']!r} "
+                               "(pass backend=thread vectorize=false to profile it)")
+    stages = {k: stats["stages"][k] - warm["stages"][k] for k in stats["stages"]}
+    busy = {k: v - warm["workers"].get(k, 0.0) for k, v in stats["workers"].items()}
+    return {"samples": samples, "seconds": elapsed, "rate": samples / elapsed, "stages": stages, "busy": busy,
+            "workers": workers, "processed": stats["processed"] - warm["processed"]}
+
+
+def bound(result: dict[str, Any]) -> str:
+    """Which stage limits the throughput, in words."""
+    wait_share = result["stages"]["wait"] / result["seconds"]
+    if wait_share < 0.1:
+        return (f"the consumer: it waited only {wait_share:.0%} of the time, so batching "
+                "(or the code using the batches) sets the pace; more threads will not help")
+    worker = max(WORKER_STAGES, key=lambda k: result["stages"][k])
+    busy = sum(result["busy"].values()) / max(1, len(result["busy"])) / result["seconds"]
+    more = "more threads may help" if busy < 0.8 else "the workers are busy: more cores or less work per sample"
+    return f"{worker} on the workers (they were {busy:.0%} busy; the consumer waited {wait_share:.0%}); {more}"
+
+
+def report(result: dict[str, Any]) -> str:
+    """The human-readable report of one measurement."""
+    per = max(1, result["processed"])
+    lines = [f"throughput: {result['rate']:,.0f} img/s ({result['samples']:,} samples in "
+             f"{result['seconds']:.1f} s, {result['workers']} workers)"]
+    worker_ms = ", ".join(f"{k} {1000 * result['stages'][k] / per:.3f}" for k in WORKER_STAGES)
+    consumer_ms = ", ".join(f"{k} {1000 * result['stages'][k] / max(1, result['samples']):.3f}"
+                            for k in CONSUMER_STAGES)
+    lines.append(f"time per sample (ms): workers: {worker_ms}; consumer: {consumer_ms}")
+    shares = ", ".join(f"{name} {seconds / result['seconds']:.0%}" for name, seconds in sorted(result["busy"].items()))
+    lines.append(f"worker busy: {shares}")
+    lines.append(f"bound by: {bound(result)}")
+    return "\n".join(lines)
+
+
+def auto_threads(db: str, config: Mapping[str, Any], seconds: float,
+                 echo: Callable[[str], Any]) -> tuple[int, dict[str, Any]]:
+    """Try 1, 2, ... up to twice the cores; the thread count with the best throughput and its result."""
+    best: tuple[int, dict[str, Any]] | None = None
+    for threads in range(1, 2 * (os.cpu_count() or 1) + 1):
+        result = measure(db, {**config, "threads": threads}, seconds)
+        echo(f"threads {threads}: {result['rate']:,.0f} img/s")
+        if best is None or result["rate"] > best[1]["rate"]:
+            best = threads, result
+    assert best is not None
+    return best

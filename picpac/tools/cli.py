@@ -1,0 +1,199 @@
+"""The `picpac` command line (click) and PicPac's `picpac-import`."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import click
+
+from .. import __version__
+from ..errors import PicPacError
+from ..stores import KINDS as STORE_KINDS
+
+IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
+                  "coco", "yolo", "yolo-seg", "maskdir"]
+PICPAC_IMPORT_FORMATS = {0: "dir", 1: "list", 2: "classdirs", 3: "annolist", 4: "masklist"}
+
+
+class _ReportErrors:
+    """Print a PicPacError as one line on stderr and exit 2, without a traceback."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except PicPacError as exc:
+            click.echo(f"{ctx.find_root().info_name}: error: {exc}", err=True)
+            ctx.exit(2)
+
+
+class _Group(_ReportErrors, click.Group):
+    pass
+
+
+class _Command(_ReportErrors, click.Command):
+    pass
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="picpac")
+def main() -> None:
+    """picpac: a training dataset in one file, streamed with on-the-fly decoding and augmentation."""
+
+
+def _import_options(f):
+    f = click.option("--strict", is_flag=True, help="Fail on the first missing or undecodable file, writing nothing.")(f)
+    f = click.option("--max-size", type=click.IntRange(min=1), default=None,
+                     help="Downsize images whose longer side exceeds N pixels and re-encode them.")(f)
+    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="Threads validating images in parallel [default: number of cores].")(f)
+    f = click.option("--root", type=click.Path(file_okay=False), default=None,
+                     help="Directory that relative paths in a list, CSV or COCO file are taken from "
+                          "[default: the file's directory].")(f)
+    f = click.option("--overwrite", is_flag=True, help="Replace DB if it exists.")(f)
+    return f
+
+
+def _run_import(src: str, db: str, fmt: str, **options) -> None:
+    from .ingest import import_dataset
+
+    report = import_dataset(src, db, format=fmt, **options)
+    click.echo(report.summary())
+
+
+@main.command("import", cls=_Command)
+@click.argument("src", type=click.Path())
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("-f", "--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
+              help="Layout of SRC (docs/import.md); auto detects it.")
+@click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
+              help="SRC is a whole dataset in this storage format (docs/stores.md), not images; "
+                   "excludes -f and the image options.")
+@click.option("--labels", type=click.Path(file_okay=False), default=None,
+              help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
+                   "or of the masks (-f maskdir).")
+@click.option("--classes", type=click.Path(dir_okay=False), default=None,
+              help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
+                   "file with one name per line.")
+@_import_options
+def import_command(src: str, db: str, fmt: str, store: str | None, **options) -> None:
+    """Import images (and labels, annotations, masks) from SRC into the picpac database DB.
+
+    With --from FORMAT, SRC is a dataset in another storage format (lmdb, tfrecord, hdf5, npz, sqlite,
+    tar, binary), copied record by record.
+    """
+    if store is None:
+        _run_import(src, db, fmt, **options)
+        return
+    ctx = click.get_current_context()
+    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "threads", "root")
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+    if given:
+        names = {"fmt": "-f/--format", "max_size": "--max-size"}
+        raise click.UsageError(f"--from cannot be combined with {', '.join(names.get(n, '--' + n) for n in given)} "
+                               "(they apply to image layouts)")
+    from ..stores import import_store
+
+    report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"))
+    click.echo(report.summary())
+
+
+def _bar(desc: str):
+    from tqdm import tqdm
+
+    return lambda total: tqdm(total=total, desc=desc, unit="rec", disable=None)
+
+
+@main.command("export", cls=_Command)
+@click.option("--to", "store", type=click.Choice(STORE_KINDS), required=True,
+              help="Storage format of DST (docs/stores.md).")
+@click.argument("db", type=click.Path())
+@click.argument("dst", type=click.Path())
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+def export_command(store: str, db: str, dst: str, overwrite: bool) -> None:
+    """Copy every record of the picpac database DB into DST in another storage format."""
+    from ..stores import export_store
+
+    report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"))
+    click.echo(report.summary())
+
+
+@click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-f", "--format", "number", type=click.IntRange(0, 4), default=1, show_default=True,
+              help="PicPac's format number: 0 directory of images (label 0), 1 list `path<TAB>label`, "
+                   "2 class subdirectories 0..N-1, 3 list `path<TAB>json`, 4 list `path<TAB>mask-path`.")
+@click.argument("src", type=click.Path())
+@click.argument("db", type=click.Path(dir_okay=False))
+@_import_options
+def picpac_import(number: int, src: str, db: str, **options) -> None:
+    """Import SRC into the picpac database DB (PicPac-compatible `picpac-import -f N SRC DB`)."""
+    _run_import(src, db, PICPAC_IMPORT_FORMATS[number], **options)
+
+
+@main.command("info", cls=_Command)
+@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+def info_command(db: str, as_json: bool) -> None:
+    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes."""
+    from .info import describe, format_description
+
+    description = describe(db)
+    click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
+
+
+@main.command("verify", cls=_Command)
+@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
+@click.option("--decode", is_flag=True, help="Also decode every image (and mask) field.")
+def verify_command(db: str, decode: bool) -> None:
+    """Check every checksum of DB; exit 1 naming each damaged record."""
+    from .verify import verify
+
+    report = verify(db, decode=decode)
+    for problem in report.problems:
+        click.echo(problem, err=True)
+    click.echo(report.summary())
+    sys.exit(0 if report.ok else 1)
+
+
+@main.command("bench", cls=_Command)
+@click.argument("db", type=click.Path())
+@click.argument("settings", nargs=-1)
+@click.option("--seconds", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+              help="How long to stream (per thread count with --threads auto).")
+@click.option("--threads", default=None, help="Worker threads, or 'auto' to find the fastest count.")
+def bench_command(db: str, settings: tuple[str, ...], seconds: float, threads: str | None) -> None:
+    """Stream DB for a while and report img/s, time per stage and what bounds the throughput.
+
+    SETTINGS are stream config keys as key=value, e.g. `batch=64 resize_width=224 resize_height=224`.
+    """
+    from .bench import auto_threads, measure, parse_settings, report
+
+    config = parse_settings(list(settings))
+    if threads == "auto":
+        best, result = auto_threads(db, config, seconds / 2, click.echo)
+        click.echo(f"fastest: threads={best}")
+    else:
+        if threads is not None:
+            if not threads.isdigit() or int(threads) < 1:
+                raise click.BadParameter(f"{threads!r} is not a positive number or 'auto'", param_hint="--threads")
+            config["threads"] = int(threads)
+
+        def tick(elapsed: float, samples: int) -> None:
+            click.echo(f"\r{elapsed:5.1f} s  {samples:>9,} samples  {samples / elapsed:>9,.0f} img/s", nl=False,
+                       err=True)
+
+        result = measure(db, config, seconds, tick)
+        click.echo("", err=True)
+    click.echo(report(result))
+
+
+@main.command("demo", cls=_Command)
+@click.option("--count", type=click.IntRange(min=1), default=300, show_default=True,
+              help="How many images to draw.")
+@click.option("--keep", type=click.Path(file_okay=False), default=None,
+              help="Keep the drawn images and the database in this directory.")
+def demo_command(count: int, keep: str | None) -> None:
+    """Draw a labelled shape dataset, import it, show `picpac info` and read it all back."""
+    from .demo import run_demo
+
+    run_demo(count=count, workdir=keep and os.path.abspath(keep), echo=click.echo)

@@ -1,0 +1,195 @@
+"""The importer: validate the images of a source on worker threads and write them to a database."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from contextlib import closing
+from dataclasses import dataclass
+from functools import partial
+from typing import Any
+
+import numpy as np
+from tqdm import tqdm
+
+from .. import image
+from ..errors import ImportFailedError, PicPacValueError, SourceError
+from ..sources import SourceItem, centres_to_continuous, scan
+from ..engine.threads import ordered_map
+from ..file.writer import Writer
+
+_WINDOW_PER_THREAD = 4
+"""Items in flight per worker thread: enough to keep the workers busy, few enough to bound memory."""
+
+
+@dataclass
+class ImportReport:
+    """What :func:`import_dataset` did."""
+
+    db: str
+    count: int
+    skipped: list[tuple[str, str]]
+    """(image path, reason) for every item left out."""
+    bytes: int
+    """Size of the database file."""
+    source_bytes: int
+    """Bytes of the image and mask files that were imported."""
+    seconds: float
+    source: str
+    """The format and path of the source, e.g. "list /data/train.txt"."""
+
+    def summary(self) -> str:
+        """Multi-line report: what was imported, then every skipped file and why."""
+        rate = self.count / self.seconds if self.seconds > 0 else 0.0
+        lines = [f"imported {self.count} records from {self.source} into {self.db} "
+                 f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s, {rate:.0f} img/s"]
+        if self.skipped:
+            lines.append(f"skipped {len(self.skipped)}:")
+            lines += [f"  {path}: {reason}" for path, reason in self.skipped]
+        return "\n".join(lines)
+
+
+@dataclass
+class _Record:
+    fields: dict[str, bytes]
+    meta: dict[str, Any]
+    source_bytes: int
+
+
+class _Skip(Exception):
+    """An item is left out; the message says why."""
+
+
+def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str = "auto",
+                   root: str | os.PathLike | None = None, threads: int | None = None, strict: bool = False,
+                   max_size: int | None = None, overwrite: bool = False, progress: bool | None = None,
+                   labels: str | os.PathLike | None = None,
+                   classes: str | os.PathLike | None = None) -> ImportReport:
+    """Import the images of ``src`` (laid out as ``format``, see docs/import.md) into database ``db``.
+
+    Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
+    undecodable files are skipped and listed in the report, or with ``strict`` fail the import.
+    Original bytes are stored unchanged unless ``max_size`` makes an image's longer side shrink.
+    ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
+    when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
+    (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir.
+    """
+    start = time.perf_counter()
+    src, db = os.fspath(src), os.fspath(db)
+    threads = _check_positive("threads", (os.cpu_count() or 1) if threads is None else threads)
+    if max_size is not None:
+        _check_positive("max_size", max_size)
+    _check_target(db, overwrite)
+    listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
+    if not listing.items:
+        raise SourceError(f"{src}: no images found ({listing.source}); see docs/import.md for the layouts")
+    metadata: dict[str, Any] = {"source": listing.source}
+    if listing.classes:
+        metadata["classes"] = listing.classes
+    load = partial(_load, root=listing.root, max_size=max_size)
+    skipped: list[tuple[str, str]] = []
+    source_bytes = 0
+    with (Writer(db, metadata=metadata) as writer,
+          tqdm(total=len(listing.items), unit="img", disable=None if progress is None else not progress) as bar,
+          closing(ordered_map(load, listing.items, threads, _WINDOW_PER_THREAD * threads,
+                              name="picpac-import")) as results):
+        for item, result in results:
+            outcome = result.get()
+            bar.update()
+            if isinstance(outcome, str):
+                entry = (_shown(item.path, listing.root), f"{outcome} ({item.line})" if item.line else outcome)
+                if strict:
+                    raise ImportFailedError(f"{entry[0]}: {entry[1]}; nothing was written. Fix or remove the "
+                                            "file, or import without --strict (strict=False) to skip it")
+                skipped.append(entry)
+                continue
+            writer.append(outcome.fields, label=item.label, group=item.group, meta=outcome.meta)
+            source_bytes += outcome.source_bytes
+        count = len(writer)
+        if not count:
+            raise ImportFailedError(f"{src}: none of its {len(skipped)} images could be imported, nothing "
+                                    f"was written; first problem: {skipped[0][0]}: {skipped[0][1]}")
+    return ImportReport(db, count, skipped, os.path.getsize(db), source_bytes, time.perf_counter() - start,
+                        listing.source)
+
+
+def _check_positive(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise PicPacValueError(f"{name} must be a positive int, got {value!r}")
+    return value
+
+
+def _check_target(db: str, overwrite: bool) -> None:
+    if os.path.isdir(db):
+        raise PicPacValueError(f"{db}: is a directory; name the database file to create, e.g. {db}/data.picpac")
+    if os.path.exists(db) and not overwrite:
+        raise PicPacValueError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
+
+
+def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:
+    """Read and check one item (on a worker thread): the record to write, or why it is skipped."""
+    try:
+        data, img = _read_image(item.path, "")
+        fields = {"image": data}
+        if item.annotation is not None:
+            fields["annotation"] = _checked_json(item.annotation)
+            if item.pixel_centres:
+                fields["annotation"] = centres_to_continuous(fields["annotation"], img.shape[1], img.shape[0])
+        if item.mask_path is not None:
+            what = f"mask {_shown(item.mask_path, root)}: "
+            mask_data, mask = _read_image(item.mask_path, what)
+            if mask.shape[:2] != img.shape[:2]:
+                raise _Skip(f"{what}{_size(mask)} but the image is {_size(img)}; a mask must match its image")
+            fields["mask"] = mask_data
+    except _Skip as skip:
+        return str(skip)
+    source_bytes = len(data) + len(fields.get("mask", b""))
+    if max_size is not None:
+        fields["image"], img = _fit(data, img, item.path, max_size, nearest=False)
+        if item.mask_path is not None:
+            fields["mask"], _ = _fit(fields["mask"], mask, item.mask_path, max_size, nearest=True)
+    width, height, channels = image.shape_of(img)
+    meta = {"path": _shown(item.path, root), "width": width, "height": height, "channels": channels}
+    return _Record(fields, meta, source_bytes)
+
+
+def _read_image(path: str, what: str) -> tuple[bytes, np.ndarray]:
+    """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except FileNotFoundError:
+        raise _Skip(f"{what}missing file") from None
+    except OSError as exc:
+        raise _Skip(f"{what}cannot read: {exc.strerror}") from None
+    img = image.decode(data)
+    if img is None:
+        raise _Skip(f"{what}cannot decode (corrupt, truncated or not an image)")
+    return data, img
+
+
+def _checked_json(annotation: bytes) -> bytes:
+    try:
+        json.loads(annotation)
+    except ValueError as exc:
+        raise _Skip(f"annotation is not valid JSON ({exc})") from None
+    return annotation
+
+
+def _fit(data: bytes, img: np.ndarray, path: str, max_size: int, nearest: bool) -> tuple[bytes, np.ndarray]:
+    """``data`` and ``img`` shrunk and re-encoded when the longer side exceeds ``max_size``."""
+    small = image.shrink(img, max_size, nearest=nearest)
+    if small is None:
+        return data, img
+    return image.encode(small, os.path.splitext(path)[1], lossless=nearest), small
+
+
+def _size(img: np.ndarray) -> str:
+    width, height, _ = image.shape_of(img)
+    return f"{width}x{height}"
+
+
+def _shown(path: str, root: str) -> str:
+    """``path`` relative to ``root``, or absolute when it lies outside ``root``."""
+    rel = os.path.relpath(path, root)
+    return path if rel.split(os.sep)[0] == os.pardir else rel

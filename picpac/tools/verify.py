@@ -1,0 +1,148 @@
+"""`picpac verify`: check the header, the index and every record's checksum; optionally decode images.
+
+A database that cannot be opened at all (not a picpac file, a damaged file head, both commit slots
+damaged, a damaged metadata/index region, a truncated tail) raises the Reader's PicPacError: there
+is no index to check records against. Everything found once the database opens is collected as a
+problem in the :class:`VerifyReport`.
+"""
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+from tqdm import tqdm
+
+from ..errors import CorruptRecordError, FormatError, PicPacValueError
+from .. import image
+from ..file.layout import HEADER_SIZE
+from ..file.reader import Reader
+
+DECODED_FIELDS = ("image", "mask")
+
+
+@dataclass
+class VerifyReport:
+    """What :func:`verify` found: ``problems`` (one line each) and the indices of bad records."""
+
+    path: str
+    records: int
+    decoded: bool
+    problems: list[str] = field(default_factory=list)
+    damaged: list[int] = field(default_factory=list)
+    """Records that fail their checksum or whose layout is damaged."""
+    undecodable: list[int] = field(default_factory=list)
+    """Records with an image (or mask) field that does not decode (only with ``decode=True``)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    def summary(self) -> str:
+        """One line: OK, or how many problems and bad records."""
+        checked = f"{self.records} records" + (", images decoded" if self.decoded else "")
+        if self.ok:
+            return f"{self.path}: OK ({checked})"
+        return (f"{self.path}: {len(self.problems)} problem(s) in {checked} ({len(self.damaged)} damaged, "
+                f"{len(self.undecodable)} undecodable)")
+
+
+def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[str] | None = None,
+           progress: bool | None = None) -> VerifyReport:
+    """Check the database at ``path`` and report every problem found.
+
+    With ``decode=True`` every ``image`` and ``mask`` field (or the fields named in ``fields``) is
+    decoded with OpenCV (a field declared as an array, metadata ``arrays``, is checked for its size
+    instead). ``progress`` shows a tqdm bar (None: only on a terminal). Raises
+    PicPacError when the database cannot be opened at all.
+    """
+    with _open(path) as reader:
+        state = reader.header
+        names = _decoded_fields(reader, fields) if decode else []
+        report = VerifyReport(reader.path, len(reader), decode)
+        report.problems += [f"header: commit slot {s} is damaged (fails its checksum); the database reads "
+                            f"from slot {state.slot}, and the next append rewrites the damaged one"
+                            for s in state.damaged_slots]
+        report.problems += _index_problems(reader.index, state.current.offset)
+        bar = tqdm(range(len(reader)), desc="verify", unit="rec",
+                   disable=None if progress is None else not progress)
+        for i in bar:
+            _check_record(reader, i, names, report)
+    return report
+
+
+def _open(path: str | os.PathLike) -> Reader:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # the damaged-slot warning: reported as a problem
+        return Reader(path, check=True)
+
+
+def _decoded_fields(reader: Reader, fields: Sequence[str] | None) -> list[str]:
+    if fields is None:
+        return [name for name in DECODED_FIELDS if name in reader.fields]
+    missing = [name for name in fields if name not in reader.fields]
+    if missing:
+        raise PicPacValueError(f"{reader.path}: no field {', '.join(map(repr, missing))} to decode; "
+                               f"its fields are {reader.fields}")
+    return list(fields)
+
+
+def _index_problems(index: np.ndarray, data_end: int) -> list[str]:
+    """Index entries pointing outside the data area, overlapping records, a nonzero reserved column."""
+    offsets = index["offset"]
+    ends = offsets + index["size"]  # wraps on overflow, caught by ends < offsets
+    problems = [f"index entry {i}: record bytes {offsets[i]}-{ends[i]} lie outside the data area "
+                f"(bytes {HEADER_SIZE}-{data_end})"
+                for i in np.flatnonzero((offsets < HEADER_SIZE) | (ends > data_end) | (ends < offsets))]
+    order = np.argsort(offsets, kind="stable")
+    overlapping = ends[order[:-1]] > offsets[order[1:]]
+    problems += [f"index entries {a} and {b}: their records overlap"
+                 for a, b in zip(order[:-1][overlapping], order[1:][overlapping])]
+    problems += [f"index entry {i}: reserved column is {index['reserved'][i]}, not 0"
+                 for i in np.flatnonzero(index["reserved"])]
+    return problems
+
+
+def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport) -> None:
+    try:
+        record = reader.read(i, check=True)
+    except CorruptRecordError as exc:
+        report.damaged.append(i)
+        report.problems.append(f"record {i}{_meta_path(reader, i)}: {exc.reason}")
+        return
+    arrays = _arrays(reader)
+    bad = [name for name in names if name in record.fields and name not in arrays
+           and not _decodes(record.fields[name])]
+    wrong = [f"field {name!r} has {record.fields[name].nbytes} bytes, not the {arrays[name].nbytes} of a "
+             f"{arrays[name]} array" for name in names
+             if name in record.fields and name in arrays and record.fields[name].nbytes != arrays[name].nbytes]
+    if bad or wrong:
+        report.undecodable.append(i)
+    if bad:
+        report.problems.append(f"record {i}{_meta_path(reader, i)}: field {', '.join(map(repr, bad))} "
+                               "does not decode as an image")
+    report.problems += [f"record {i}{_meta_path(reader, i)}: {why}" for why in wrong]
+
+
+def _arrays(reader: Reader) -> dict:
+    """The declared array fields (checked for their size instead of decoded); {} when the declaration is bad."""
+    try:
+        return reader.arrays
+    except FormatError:
+        return {}
+
+
+def _meta_path(reader: Reader, i: int) -> str:
+    """' (PATH)' from record i's meta "path" when the record parses that far, else ''."""
+    try:
+        meta = reader.read(i, check=False).meta
+    except (CorruptRecordError, ValueError):
+        return ""
+    path = meta.get("path") if isinstance(meta, dict) else None
+    return f" ({path})" if isinstance(path, str) else ""
+
+
+def _decodes(data: memoryview) -> bool:
+    return image.decode(data) is not None

@@ -1,0 +1,59 @@
+"""The parallel engine: input order, the bound on items in flight, errors, shutdown."""
+from __future__ import annotations
+
+import random
+import threading
+import time
+
+import pytest
+
+from picpac.errors import PicPacValueError
+from picpac.engine.threads import ordered_map
+
+
+def engine_threads() -> int:
+    return sum(t.name.startswith("flowtest") for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("threads, chunk", [(1, 1), (3, 1), (4, 5)])
+def test_results_come_in_input_order(threads, chunk):
+    rng = random.Random(threads)
+    delays = [rng.uniform(0, 0.003) for _ in range(100)]
+
+    def work(i: int) -> int:
+        time.sleep(delays[i])
+        return i * i
+    got = [(item, outcome.get()) for item, outcome in ordered_map(work, range(100), threads, 10, chunk, "flowtest")]
+    assert got == [(i, i * i) for i in range(100)]
+    assert engine_threads() == 0
+
+
+def test_window_bounds_the_items_started():
+    started = []
+    items = ordered_map(started.append, range(1000), 2, 12, 4, "flowtest")
+    consumed = 0
+    for _ in items:
+        consumed += 1
+        time.sleep(0.002)
+        assert len(started) <= consumed + 12
+        if consumed == 50:
+            break
+    items.close()
+    assert engine_threads() == 0 and len(started) <= 50 + 12
+
+
+def test_a_worker_exception_is_delivered_at_its_item():
+    def work(i: int) -> int:
+        if i == 7:
+            raise KeyError("seven")
+        return i
+    outcomes = list(ordered_map(work, range(10), 3, 4, 2, "flowtest"))
+    assert [o.get() for i, o in outcomes if i != 7] == [0, 1, 2, 3, 4, 5, 6, 8, 9]
+    with pytest.raises(KeyError, match="seven") as info:
+        outcomes[7][1].get()
+    assert any(frame.name == "work" for frame in __import__("traceback").extract_tb(info.value.__traceback__))
+
+
+def test_bad_arguments():
+    with pytest.raises(PicPacValueError):
+        next(ordered_map(abs, [1], 0, 1))

@@ -1,0 +1,68 @@
+"""`picpac bench`: throughput, stage times, the bound, --threads auto, and its errors."""
+from __future__ import annotations
+
+import re
+import subprocess
+
+import cv2
+import numpy as np
+import pytest
+
+import picpac
+from picpac.tools.bench import measure, parse_settings
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = tmp_path_factory.mktemp("bench") / "db.picpac"
+    rng = np.random.default_rng(0)
+    with picpac.Writer(path) as w:
+        for i in range(64):
+            w.append(image=cv2.imencode(".jpg", rng.integers(0, 256, (96, 128, 3), dtype=np.uint8))[1].tobytes(),
+                     label=i % 4)
+    return path
+
+
+def test_settings_are_parsed_as_json_or_text():
+    assert parse_settings(["batch=8", "colorspace=BGR", "mean=[1, 2, 3]", "loop=true"]) == \
+        {"batch": 8, "colorspace": "BGR", "mean": [1, 2, 3], "loop": True}
+    with pytest.raises(picpac.PicPacValueError, match="'batch' is not key=value"):
+        parse_settings(["batch"])
+
+
+def test_measure_accounts_for_every_stage(db):
+    result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2}, 1.0)
+    assert result["samples"] >= 8 and result["rate"] > 0 and result["processed"] > 0  # prefetched ones aside
+    stages = result["stages"]
+    assert set(stages) == {"read", "decode", "transform", "batch", "wait"} and all(v >= 0 for v in stages.values())
+    assert stages["decode"] > 0 and stages["read"] > 0
+    assert set(result["busy"]) == {"picpac-stream_0", "picpac-stream_1"}
+    worker_time = stages["read"] + stages["decode"] + stages["transform"]
+    assert abs(worker_time - sum(result["busy"].values())) < 1e-6  # the stages add up to the busy time
+
+
+def test_cli_reports_and_auto_threads(db):
+    out = subprocess.run(["picpac", "bench", str(db), "--seconds", "1", "batch=8", "resize_width=64",
+                          "resize_height=48"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert re.search(r"^throughput: [\d,]+ img/s \([\d,]+ samples in [\d.]+ s, \d+ workers\)$", out.stdout, re.M)
+    assert re.search(r"^time per sample \(ms\): workers: read [\d.]+, decode [\d.]+, transform [\d.]+; "
+                     r"consumer: batch [\d.]+, wait [\d.]+$", out.stdout, re.M)
+    assert re.search(r"^bound by: ", out.stdout, re.M) and "img/s" in out.stderr  # the live line
+    auto = subprocess.run(["picpac", "bench", str(db), "--seconds", "1", "--threads", "auto", "batch=8",
+                           "resize_width=64", "resize_height=48"], capture_output=True, text=True, timeout=120)
+    assert auto.returncode == 0, auto.stderr
+    tried = re.findall(r"^threads (\d+): [\d,]+ img/s$", auto.stdout, re.M)
+    assert tried == [str(n) for n in range(1, len(tried) + 1)] and len(tried) >= 2
+    assert re.search(r"^fastest: threads=\d+$", auto.stdout, re.M)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--threads", "zero"], "is not a positive number or 'auto'"),
+    (["resize_widht=3"], "did you mean 'resize_width'"),
+    (["batch"], "is not key=value"),
+])
+def test_cli_errors(db, args, message):
+    out = subprocess.run(["picpac", "bench", str(db), "--seconds", "1", *args], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,111 @@
+"""The `picpac` command line: help, version, demo, and one-line errors for files it cannot read."""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+
+import numpy as np
+import pytest
+
+import picpac
+from picpac.tools.demo import CLASSES, run_demo
+from picpac.tools.info import describe
+
+
+def run_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["picpac", *args], capture_output=True, text=True)
+
+
+def test_console_scripts_are_installed():
+    assert shutil.which("picpac") and shutil.which("picpac-import")
+
+
+def test_help_lists_the_commands():
+    result = run_cli("--help")
+    assert result.returncode == 0 and result.stderr == ""
+    for command in ("import", "info", "verify", "demo"):
+        assert re.search(rf"^\s+{command}\s", result.stdout, re.MULTILINE), command
+
+
+def test_version():
+    result = run_cli("--version")
+    assert (result.returncode, result.stdout) == (0, f"picpac, version {picpac.__version__}\n")
+
+
+def test_demo_runs():
+    result = run_cli("demo")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stdout.splitlines()
+    assert "records:  300" in lines
+    assert "classes:  3: circle, rectangle, triangle" in lines
+    assert "fields:   image, annotation" in lines
+    throughput = r"read 300 records in \d+\.\d{3} s: [\d,]+ records/s \(decoded: [\d,]+ img/s\)"
+    assert re.fullmatch(throughput, lines[-1])
+
+
+def test_demo_keeps_its_files_and_is_deterministic(tmp_path):
+    echoed: list[str] = []
+    run_demo(count=12, workdir=str(tmp_path / "a"), echo=echoed.append)
+    run_demo(count=12, workdir=str(tmp_path / "b"), echo=lambda line: None)
+    csv_a = (tmp_path / "a" / "shapes.csv").read_bytes()
+    assert csv_a == (tmp_path / "b" / "shapes.csv").read_bytes()
+    assert len(csv_a.splitlines()) == 13
+    db = tmp_path / "a" / "shapes.picpac"
+    assert echoed[0] == f"drew 12 images of circle, rectangle, triangle into {tmp_path / 'a'}"
+    assert echoed[1].startswith(f"imported 12 records from csv {tmp_path / 'a' / 'shapes.csv'} into {db}")
+    d = describe(db)
+    assert (d["records"], d["fields"], d["classes"]) == (12, ["image", "annotation"], list(CLASSES))
+    assert d["sizes"]["width"] == d["sizes"]["height"] == {"min": 96, "median": 96, "max": 96}
+    assert sum(c["count"] for c in d["labels"]["counts"]) == 12
+    with picpac.Reader(db) as r:
+        for record in r:
+            (shape,) = json.loads(bytes(record["annotation"]))["shapes"]
+            assert shape["type"] == ("ellipse", "rect", "polygon")[int(record.label)]
+            assert shape["label"] == int(record.label) + 1
+            geometry = shape["geometry"]
+            if shape["type"] == "polygon":
+                assert len(geometry["points"]) == 3
+                coords = [v for point in geometry["points"] for v in (point["x"], point["y"])]
+            else:
+                assert set(geometry) == {"x", "y", "width", "height"}
+                coords = list(geometry.values())
+            assert 0 <= min(coords) and max(coords) <= 1
+    assert run_cli("verify", "--decode", str(db)).returncode == 0
+
+
+def newer_version_db(path) -> None:
+    picpac.Writer(path).close()
+    data = bytearray(path.read_bytes())
+    data[8:12] = struct.pack("<I", 99)
+    path.write_bytes(data)
+
+
+def make_error_target(kind: str, tmp_path):
+    path = tmp_path / kind
+    if kind == "directory":
+        path.mkdir()
+    elif kind == "not-picpac":
+        path.write_bytes(np.arange(256, dtype=np.uint8).tobytes())
+    elif kind == "newer-version":
+        newer_version_db(path)
+    return path
+
+
+@pytest.mark.parametrize("command", ["info", "verify"])
+@pytest.mark.parametrize("kind, message", [
+    ("missing", "no such file"),
+    ("directory", "is a directory, not a picpac database"),
+    ("not-picpac", "not a picpac database (bad magic bytes)"),
+    ("newer-version", "written by picpac format version 99"),
+])
+def test_unreadable_files_exit_2_with_one_error_line(tmp_path, command, kind, message):
+    path = make_error_target(kind, tmp_path)
+    result = run_cli(command, str(path))
+    assert result.returncode == 2
+    assert result.stdout == "" and "Traceback" not in result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"picpac: error: {path}: {message}")
