@@ -6,18 +6,18 @@ __version__ = "0.1.0"
 
 import sys
 
+from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
+from .engine import work_pool
 from .errors import (CorruptError, CorruptRecordError, FormatError, ImportFailedError, MissingPathError,
                      PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError, VersionError,
                      WorkerError, WriterBusyError)
 from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
 from .file.writer import Writer, write_arrays
-from .stream.image_stream import ImageStream
-from .stream.loader import ImageLoader
-from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
-from .engine import work_pool
 from .image import batched, color, dense, transforms
 from .sampling import data_source
+from .stream.image_stream import ImageStream
+from .stream.loader import ImageLoader
 from .tools import ingest
 
 # Public module names that the docs and batchup code import (``from picpac.transforms import Flip``,

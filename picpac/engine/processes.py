@@ -1,6 +1,6 @@
-"""The process engine: worker processes for per-item work that holds the GIL (flow layer).
+"""The process engine: worker processes for per-item work that holds the GIL.
 
-Threads (``flow.ordered_map``) are the right engine while the work releases the GIL (OpenCV,
+Threads (``threads.ordered_map``) are the right engine while the work releases the GIL (OpenCV,
 NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker processes instead:
 
 * every worker builds its own work function from a picklable *recipe* (``recipe() -> work``), so
@@ -9,9 +9,9 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
 * each worker has its own duplex pipe: tasks go down, small results come back; the consumer waits
   on the pipes *and* the process sentinels, so a worker that dies (even by SIGKILL) is noticed at
   once and reported as :class:`WorkerError` naming it;
-* ``SharedBatches`` has the workers write each result array straight into a ring of batch
-  buffers in one POSIX shared-memory block (``/dev/shm/picpac_<pid>_...``); the consumer gets
-  NumPy views of whole batches, so image arrays are never pickled;
+* ``shared_batches.SharedBatches`` has the workers write each result array straight into a ring
+  of batch buffers in one POSIX shared-memory block (``shared_memory.SharedBlock``); the consumer
+  gets NumPy views of whole batches, so image arrays are never pickled;
 * an exception in a worker comes back with its own type (pickled; :class:`WorkerError` when that
   is impossible), its notes, and the worker's traceback text as one more note;
 * ``close()`` (also run by a ``weakref.finalize`` when the pool is dropped or the interpreter
@@ -19,41 +19,32 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
   SIGKILL. Workers ignore SIGINT (the consumer handles Ctrl-C and stops them) and exit on their
   own when the consumer dies (PR_SET_PDEATHSIG on Linux, else the closed pipe and a parent-pid check).
 
-This module imports nothing above the flow layer; ``stream.py`` supplies the recipe.
+It knows nothing of streams: ``picpac.stream`` supplies the recipe.
 """
 from __future__ import annotations
 
 import ctypes
 import itertools
 import math
-import mmap
 import multiprocessing as mp
 import os
 import pickle
-import secrets
 import signal
 import sys
 import threading
 import time
 import traceback
 import weakref
-from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing import connection, resource_tracker
-from typing import Any, NamedTuple
+from multiprocessing import connection
+from typing import Any
 
 import numpy as np
 
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from .shared_memory import SharedBlock
 from .threads import Outcome
 
-try:
-    import _posixshmem
-except ImportError:  # pragma: no cover - Windows
-    _posixshmem = None
-
-PREFIX = "picpac_"
-"""Every shared-memory block is ``/dev/shm/picpac_<pid of the consumer>_<random>``."""
 METHODS = ("spawn", "fork")
 PER_WORKER = 64
 """Most tasks queued on one worker's pipe: far below a pipe's buffer, so sending never blocks."""
@@ -62,68 +53,6 @@ PER_WORKER = 64
 TASK, ARENA = 0, 1
 # worker -> consumer: (OK, seq, array | None, extra), (ERROR, seq, packed), (FATAL, None, packed), (READY,)
 OK, ERROR, FATAL, READY = 0, 1, 2, 3
-
-
-# -- shared memory ---------------------------------------------------------------------------------
-class _Block:
-    """A POSIX shared-memory block mapped into this process.
-
-    The creator registers it with multiprocessing's resource tracker (so it is unlinked even if
-    this process is killed) and unlinks it; workers only map it. The mapping is a plain ``mmap``:
-    NumPy views of it keep it alive after ``unlink()``, so a batch the user holds never dangles.
-    """
-
-    def __init__(self, name: str, size: int, create: bool):
-        if _posixshmem is None:  # pragma: no cover
-            raise PicPacError("backend='process' needs POSIX shared memory (Linux or macOS)")
-        self.name, self.size, self._owner = name, size, create
-        flags = os.O_RDWR | (os.O_CREAT | os.O_EXCL if create else 0)
-        fd = _posixshmem.shm_open("/" + name, flags, mode=0o600)
-        try:
-            if create:
-                resource_tracker.register("/" + name, "shared_memory")
-                self._reserve(fd, size)
-            self.mmap = mmap.mmap(fd, size)
-        except BaseException:
-            if create:
-                self.unlink()
-            raise
-        finally:
-            os.close(fd)
-
-    @staticmethod
-    def _reserve(fd: int, size: int) -> None:
-        """Allocate every page now: a full /dev/shm fails here, not as SIGBUS in a worker later."""
-        try:
-            if hasattr(os, "posix_fallocate"):
-                os.posix_fallocate(fd, 0, size)
-            else:  # pragma: no cover - macOS
-                os.ftruncate(fd, size)
-        except OSError as exc:
-            raise PicPacError(f"cannot reserve {size / 2**20:.1f} MiB of shared memory for backend='process' "
-                              f"({exc.strerror}); make /dev/shm larger (docker: --shm-size), or lower batch, "
-                              "preload or the image size, or use dtype='uint8'") from None
-
-    @classmethod
-    def create(cls, size: int) -> _Block:
-        for _ in range(100):
-            try:
-                return cls(f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}", size, create=True)
-            except FileExistsError:
-                continue
-        raise PicPacError("cannot find a free shared-memory name")  # pragma: no cover
-
-    def array(self, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
-        return np.ndarray(shape, dtype, buffer=self.mmap)
-
-    def unlink(self) -> None:
-        if self._owner:
-            self._owner = False
-            try:
-                _posixshmem.shm_unlink("/" + self.name)
-            except FileNotFoundError:
-                pass
-            resource_tracker.unregister("/" + self.name, "shared_memory")
 
 
 # -- errors across the process boundary -------------------------------------------------------------
@@ -215,7 +144,7 @@ def _serve(conn: connection.Connection, work: Callable[[Any], Any], parent: int,
         if message[0] == ARENA:
             _, name, shape, dtype = message
             dtype = np.dtype(dtype)
-            arena = _Block(name, max(1, math.prod(shape) * dtype.itemsize), create=False).array(shape, dtype)
+            arena = SharedBlock(name, max(1, math.prod(shape) * dtype.itemsize), create=False).array(shape, dtype)
             continue
         _, seq, item, slot = message
         try:
@@ -250,7 +179,7 @@ class _State:
     def __init__(self) -> None:
         self.procs: list[Any] = []
         self.conns: list[connection.Connection] = []
-        self.blocks: list[_Block] = []
+        self.blocks: list[SharedBlock] = []
 
 
 def _teardown(state: _State, grace: float = 0.2) -> None:
@@ -382,7 +311,7 @@ class ProcessPool:
                 raise PicPacError(f"this pool's shared array is {self._arena.shape} {self._arena.dtype}, "
                                   f"not {full} {dtype}: one layout per pool")
             return self._arena
-        block = _Block.create(max(1, math.prod(full) * dtype.itemsize))
+        block = SharedBlock.create(max(1, math.prod(full) * dtype.itemsize))
         self._state.blocks.append(block)
         self._arena = block.array(full, dtype)
         for i in range(self.workers):
@@ -492,6 +421,9 @@ class ProcessPool:
         self.close()
 
 
+_END = object()
+
+
 # -- ordered maps on the pool -----------------------------------------------------------------------
 def process_map(recipe: Callable[[], Callable[[Any], Any]], items: Iterable[Any], workers: int, window: int,
                 method: str = "spawn", name: str = "picpac", ordered: bool = True) -> Iterator[tuple[Any, Outcome]]:
@@ -529,121 +461,3 @@ def pool_map(pool: ProcessPool, items: Iterable[Any], window: int,
         item = inflight.pop(n)
         reply = pool.result(n)
         yield item, (Outcome(reply[2]) if reply[0] == OK else Outcome(error=reply[1]))
-
-
-_END = object()
-
-
-class SharedBatch(NamedTuple):
-    """One batch of ``SharedBatches``."""
-
-    arrays: np.ndarray | list[np.ndarray]
-    """``(n, *shape)`` view into the shared ring; a list of the samples' arrays when some did not fit it."""
-    items: list
-    """The batch's items, in input order."""
-    extras: list
-    """What the work returned beside each array."""
-    taken: int
-    """Items consumed for this batch, skipped ones included."""
-
-
-class SharedBatches:
-    """Batches of ``batch`` results in input order, the arrays written by ``pool``'s workers into shared memory.
-
-    ``SharedBatches(pool, batch, window, keep)(items, on_error)`` yields :class:`SharedBatch` es; call
-    it again for the next pass (on the same ring, its buffers counted on from the last pass). The
-    ring has ``keep + ceil(window / batch)`` batch buffers, made from the first array that comes
-    back (until then at most one item per worker is in flight). Each item goes to the place of its
-    batch where it will be delivered; a yielded batch's buffer is reused only once ``keep`` more
-    batches were asked for, so it stays valid until then. An array of another shape or dtype than
-    the first comes back pickled, and its batch is delivered as a list. ``on_error(item, exception)``
-    raises to stop or returns to skip the item (default: raise); after a skip, the items already in
-    flight are moved down one place and none start until they are in, so batches stay contiguous.
-    A run left early (``close()`` on its generator) leaves items in flight: close the pool then.
-    """
-
-    def __init__(self, pool: ProcessPool, batch: int, window: int, keep: int = 1):
-        if batch < 1 or window < 1 or keep < 1:
-            raise PicPacValueError(f"batch, window and keep must be >= 1, got {batch}, {window}, {keep}")
-        self.pool, self.batch, self.window, self.keep = pool, batch, window, keep
-        self.ring = keep + -(-window // batch)  # the kept batches, the one being filled, the ones the window reaches
-        self._arena: np.ndarray | None = None
-        self._started = 0  # batches begun so far, over every run: the next run begins with a fresh buffer
-        self._yielded = 0  # batches yielded so far, over every run
-
-    def _slot(self, place: int) -> int:
-        return (place // self.batch) % self.ring * self.batch + place % self.batch
-
-    def __call__(self, items: Iterable[Any],
-                 on_error: Callable[[Any, BaseException], None] | None = None) -> Iterator[SharedBatch]:
-        pool, batch, slot = self.pool, self.batch, self._slot
-        if pool.pending:
-            raise PicPacError("the process pool still has items in flight from a run left early; close it")
-        todo = iter(items)
-        inflight: deque[tuple[int, Any, int]] = deque()  # (seq, item, place)
-        place = cursor = self._started * batch  # the next output place to hand out / to fill
-        draining = exhausted = False
-        got_items: list = []
-        got_extras: list = []
-        loose: list[np.ndarray | None] = []  # arrays that did not fit the ring, by position in the batch
-        taken = 0
-        try:
-            while True:
-                if draining and not inflight:
-                    place, draining = cursor, False
-                released = self._yielded - self.keep + 1  # batches whose buffers may be written again
-                while (not exhausted and not draining and len(inflight) < self.window and pool.can_submit()
-                       and place // batch - self.ring < released
-                       and (self._arena is not None or len(inflight) < pool.workers)):
-                    item = next(todo, _END)
-                    if item is _END:
-                        exhausted = True
-                        break
-                    # no ring yet: the array comes back pickled
-                    seq = pool.submit(item, -1 if self._arena is None else slot(place))
-                    inflight.append((seq, item, place))
-                    place += 1
-                if not inflight:
-                    break
-                seq, item, at = inflight.popleft()
-                reply = pool.result(seq)
-                taken += 1
-                if reply[0] != OK:
-                    if on_error is None:
-                        raise reply[1]
-                    on_error(item, reply[1])
-                    draining = True
-                    continue
-                array, extra = reply[1], reply[2]
-                arena = self._arena
-                if array is not None:  # pickled: no ring yet, or it does not fit
-                    if arena is None:
-                        arena = self._arena = pool.arena(array.shape, array.dtype, self.ring * batch)
-                    if array.shape == arena.shape[1:] and array.dtype == arena.dtype:
-                        arena[slot(cursor)] = array
-                        array = None
-                elif at != cursor:  # moved down after a skip
-                    arena[slot(cursor)] = arena[slot(at)]
-                got_items.append(item)
-                got_extras.append(extra)
-                loose.append(array)
-                cursor += 1
-                if cursor % batch == 0:
-                    full = got_items, got_extras, loose, taken
-                    got_items, got_extras, loose, taken = [], [], [], 0
-                    self._yielded += 1
-                    yield _batch(self._arena, slot(cursor - batch), *full)  # no local holds it: the consumer decides
-            if got_items:
-                self._yielded += 1
-                yield _batch(self._arena, slot(cursor - len(got_items)), got_items, got_extras, loose, taken)
-        finally:
-            self._started = -(-cursor // batch)
-
-
-def _batch(arena: np.ndarray | None, start: int, items: list, extras: list, loose: list, taken: int) -> SharedBatch:
-    n = len(items)
-    if all(a is None for a in loose):
-        arrays: Any = arena[start:start + n]
-    else:
-        arrays = [arena[start + i] if a is None else a for i, a in enumerate(loose)]
-    return SharedBatch(arrays, items, extras, taken)

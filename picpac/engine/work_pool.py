@@ -34,10 +34,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..sampling.data_source import AbstractDataSource
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from ..sampling.data_source import AbstractDataSource
+from .processes import METHODS, OK, ProcessPool
+from .shared_memory import SharedBlock
 from .threads import Outcome
-from .processes import METHODS, OK, ProcessPool, _Block
 
 __all__ = ["AbstractWorkerPool", "ParallelDataSource", "SharedConstant", "WorkStream", "WorkerProcessPool",
            "WorkerThreadPool"]
@@ -189,7 +190,7 @@ def _resolve(x: Any) -> Any:
         return x
     value = _SHARED.get(x.name, _SHARED)
     if value is _SHARED:
-        block = _Block(x.name, x.size, create=False)
+        block = SharedBlock(x.name, x.size, create=False)
         try:
             value = pickle.loads(block.mmap)
         finally:
@@ -258,7 +259,7 @@ class WorkerProcessPool(AbstractWorkerPool):
         self.start_method = _start_method(start_method)
         self._pool = ProcessPool(_task_runner, self.processes, self.start_method, shaped=False, name="picpac-work")
         self._lock = threading.RLock()
-        self._blocks: dict[str, _Block] = {}
+        self._blocks: dict[str, SharedBlock] = {}
         self._pending: set[int] = set()       # submitted, reply not taken from the ProcessPool
         self._early: dict[int, tuple] = {}    # replies taken before their stream asked (to make room)
         self._orphans: set[int] = set()       # abandoned: their replies are dropped
@@ -299,7 +300,7 @@ class WorkerProcessPool(AbstractWorkerPool):
                 raise PicPacTypeError(f"a WorkerProcessPool sends {type(x).__name__} to its workers by pickling it, "
                                       f"which fails: {exc}. Define its classes at module level, or use "
                                       "WorkerThreadPool") from None
-            block = _Block.create(len(data))
+            block = SharedBlock.create(len(data))
             try:
                 block.mmap[:len(data)] = data
             finally:

@@ -26,8 +26,8 @@ import cv2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .color import Normalize
 from ..errors import PicPacValueError
+from .color import Normalize
 from .transforms import CenterCrop, Crop, Flip, LimitSize, Pad, Resize, RoundSize
 
 _CV_CN_MAX = 512  # OpenCV's most channels per pixel

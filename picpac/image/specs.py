@@ -18,9 +18,9 @@ from typing import Any
 import cv2
 import numpy as np
 
+from ..errors import PicPacTypeError, PicPacValueError
 from .color import AddColor, Blur, Normalize
 from .dense import BasicKeypoints, BoxFeature, DenseBoxAnchors, DenseCircleAnchors, DensePointAnchors
-from ..errors import PicPacTypeError, PicPacValueError
 from .transforms import (BORDERS, Affine, Crop, ErodeMask, Flip, LimitSize, OneOf, Pad, Rasterize, Resize, Rotate,
                          RoundSize, Sample, Scale, SomeOf, Sometimes, apply_all)
 

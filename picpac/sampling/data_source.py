@@ -31,9 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import sampling
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
+from .batch_samplers import AbstractSampler, StandardSampler, SubsetSampler, check_repeats, num_batches
+from .common import check_int
 
 __all__ = [
     "AbstractDataSource", "ArrayDataSource", "CallableDataSource", "ChoiceBatch", "ChoiceDataSource",
@@ -44,7 +45,7 @@ __all__ = [
 ChoiceBatch = namedtuple("ChoiceBatch", ["sample_indices", "ds_index"])
 ChoiceBatch.__doc__ = """An index batch of a :class:`ChoiceDataSource`: ``sample_indices`` into member ``ds_index``."""
 
-_num_batches = sampling.num_batches  # batchup's older private name
+_num_batches = num_batches  # batchup's older private name
 
 
 # -- batch structure -------------------------------------------------------------------------------
@@ -123,7 +124,7 @@ class AbstractDataSource:
         if n == np.inf:
             raise PicPacValueError("the data source yields samples endlessly (repeats=-1 or a weighted sampler): "
                                    "give n_batches")
-        return None if n is None else sampling.num_batches(n, batch_size)
+        return None if n is None else num_batches(n, batch_size)
 
     def batch_map_concat(self, func, batch_size, progress_iter_func=None, n_batches=None, prepend_args=None,
                          **kwargs):
@@ -160,7 +161,7 @@ class RandomAccessDataSource(AbstractDataSource):
     """
 
     def __init__(self, length, indices=None, repeats=1, sampler=None, include_indices=False):
-        length = sampling._int(length, "length", 0)
+        length = check_int(length, "length", 0)
         if sampler is not None:
             if repeats != 1:
                 raise PicPacValueError(f"repeats must be 1 when a sampler is given (the sampler decides), got {repeats!r}")
@@ -170,14 +171,14 @@ class RandomAccessDataSource(AbstractDataSource):
             missing = [m for m in ("num_indices_generated", "map_indices", "in_order_indices_batch_iterator",
                                    "shuffled_indices_batch_iterator") if not hasattr(sampler, m)]
             if missing:
-                raise PicPacTypeError(f"sampler must be a picpac.sampling.AbstractSampler, got "
+                raise PicPacTypeError(f"sampler must be a picpac.AbstractSampler, got "
                                       f"{type(sampler).__name__} (no {', '.join(missing)})")
         else:
-            repeats = sampling._repeats(repeats)
+            repeats = check_repeats(repeats)
             if indices is None:
-                sampler = sampling.StandardSampler(length, repeats=repeats)
+                sampler = StandardSampler(length, repeats=repeats)
             else:
-                sampler = sampling.SubsetSampler(indices, repeats=repeats)
+                sampler = SubsetSampler(indices, repeats=repeats)
                 bad = (sampler.indices < -length) | (sampler.indices >= length)
                 if bad.any():
                     raise PicPacValueError(f"indices must lie in 0..{length - 1}, got "
@@ -426,7 +427,7 @@ class ChoiceDataSource(AbstractDataSource):
         """``ChoiceBatch(batch, member)`` from the members' ``iterators`` in the chosen order."""
         counts = [ds.num_samples(shuffle=shuffle_rng, **kwargs) for ds in self.datasets]
         if self.stratified and all(n is not None and n != np.inf for n in counts):
-            batches = [sampling.num_batches(n, batch_size) for n in counts]
+            batches = [num_batches(n, batch_size) for n in counts]
             if shuffle_rng is not None:
                 order = self._ds_indices_stratified_shuffled(batches, shuffle_rng)
             else:
@@ -510,7 +511,7 @@ class MapDataSource(AbstractDataSource):
 def _batches(batch_iter, progress_iter_func, n_batches, prepend_args) -> Iterator[tuple[Any, Any]]:
     """``(batch, arguments for func)`` for at most ``n_batches`` batches, never pulling one more."""
     if n_batches is not None:
-        n_batches = sampling._int(n_batches, "n_batches", 0)
+        n_batches = check_int(n_batches, "n_batches", 0)
     if progress_iter_func is not None:
         batch_iter = progress_iter_func(batch_iter, total=n_batches, leave=False)
     prepend = () if prepend_args is None else tuple(prepend_args)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import itertools
 import math
 import os
-import threading
 import time
 import warnings
 import weakref
@@ -14,99 +13,20 @@ from typing import Any
 
 import numpy as np
 
-from ..image import batched
-from .config import parse
-from ..errors import CorruptRecordError, PicPacError, PicPacTypeError, PicPacValueError, SampleError
+from ..engine.processes import OK, ProcessPool, pack_recipe
+from ..engine.shared_batches import SharedBatches
 from ..engine.threads import ordered_map
-from ..engine.processes import OK, ProcessPool, SharedBatches, pack_recipe
-from .processor import LazyRng, Processor, array_size_error, decode_seconds
+from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
 from ..sampling import Sampler, assign_folds, select
-from ..image.transforms import Sample
+from .batch_path import BatchLoader, BatchProcessWork, batch_plan
+from .config import parse
+from .sample_path import SampleLoader, SampleProcessWork
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
 KEEP = 2
 """backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
-
-
-class Profile:
-    """Seconds per stage (profile=True): read, decode, transform summed over the workers, batch and
-    wait on the consumer, and each worker thread's busy time."""
-
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
-        self.stages = dict.fromkeys(("read", "decode", "transform", "batch", "wait"), 0.0)
-        self.workers: dict[str, float] = {}
-        self.processed = 0
-
-    def sample(self, read: float, decode: float, total: float) -> None:
-        name = threading.current_thread().name
-        with self.lock:
-            self.stages["read"] += read
-            self.stages["decode"] += decode
-            self.stages["transform"] += total - read - decode
-            self.workers[name] = self.workers.get(name, 0.0) + total
-            self.processed += 1
-
-    def snapshot(self) -> dict[str, Any]:
-        with self.lock:
-            return {"stages": dict(self.stages), "workers": dict(self.workers), "processed": self.processed}
-
-
-class _Loader:
-    """One sample from its record: the per-sample work of both backends.
-
-    Picklable (its readers reopen by path), so a worker process builds its own from the same state.
-    """
-
-    def __init__(self, readers: list[Reader], config: dict[str, Any]):
-        self.readers, self.config = readers, config
-        self.processor = Processor(config)
-        self.cache: dict[tuple[int, int], Sample] | None = {} if config["cache"] else None
-        self.profile = Profile() if config["profile"] else None
-
-    def __call__(self, epoch: int, source: int, record: int, label: float) -> tuple[np.ndarray, Any, tuple]:
-        start = time.perf_counter()
-        rng = LazyRng(self.config["seed"], epoch, source, record)
-        cached = None if self.cache is None else self.cache.get((source, record))
-        read = 0.0
-        if cached is None:
-            reader = self.readers[source]
-            fields = reader[record].fields
-            read = time.perf_counter() - start
-            sample = self.processor.decode(fields, label, record, reader.path, reader.arrays)
-            sample = self.processor.settle(sample, rng)
-            if self.cache is not None:
-                self.cache[source, record] = sample.copy()
-        else:
-            sample = cached.copy()
-        out = self.processor.output(self.processor.augment(sample, rng))
-        if self.profile is not None:
-            self.profile.sample(read, decode_seconds(), time.perf_counter() - start)
-        return out
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"readers": self.readers, "config": self.config}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["readers"], state["config"])
-
-
-class _ProcessWork:
-    """A worker process's work: ``work(task) -> (image, (target, dense))``; ``build`` is its recipe
-    (the object arrives pickled, its loader rebuilt, so the recipe has nothing left to do)."""
-
-    def __init__(self, loader: _Loader):
-        self.loader = loader
-
-    def build(self) -> _ProcessWork:
-        return self
-
-    def __call__(self, task: tuple) -> tuple[np.ndarray, tuple]:
-        _, _, epoch, source, record, label = task
-        image, target, dense = self.loader(epoch, source, record, label)
-        return image, (target, dense)
 
 
 class _Keys:
@@ -133,129 +53,6 @@ class _Keys:
             yield part, np.full(len(part), self.epoch, np.int64)
 
 
-def _batch_plan(readers: list[Reader], config: dict[str, Any], processor: Processor
-               ) -> tuple[batched.Plan | None, str | None]:
-    """The batch path's plan for a stream, or None and why the per-sample path runs instead."""
-    c = config
-    if c["vectorize"] is False:
-        return None, "vectorize=False"
-    specs = [reader.arrays.get("image") for reader in readers]
-    if specs[0] is None:
-        return None, "the database's 'image' field is not declared as an array (metadata 'arrays')"
-    if any(spec != specs[0] for spec in specs[1:]):
-        return None, f"the mixin's 'image' field is not the same array as the database's ({specs[0]})"
-    if c["annotate"] is not None or c["task"] != "classify":
-        return None, f"task={c['task']!r} (annotations go through the per-sample path)"
-    plan = batched.plan(processor.fixed + processor.random, specs[0].shape)
-    return (None, plan) if isinstance(plan, str) else (plan, None)
-
-
-class _BatchLoader:
-    """The batch path's work: one chunk of keys made into one batch of array records at once.
-
-    ``loader((first, positions, epochs)) -> (images, positions, key indices, errors)``: the records
-    gathered (one np.take, or one gather), checked, transformed by the plan with counter-based
-    draws, and converted to the output layout. Picklable (readers reopen by path), like _Loader.
-    """
-
-    def __init__(self, readers: list[Reader], config: dict[str, Any], sources: np.ndarray, records: np.ndarray):
-        self.readers, self.config, self.sources, self.records = readers, config, sources, records
-        self.processor = Processor(config)
-        self.plan, _ = _batch_plan(readers, config, self.processor)
-        self.spec = readers[0].arrays["image"]
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {"readers": self.readers, "config": self.config, "sources": self.sources, "records": self.records}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__init__(state["readers"], state["config"], state["sources"], state["records"])
-
-    def output(self) -> tuple[tuple[int, ...], np.dtype]:
-        """The shape of one output image and the output dtype (a dry run on one blank sample)."""
-        blank = np.zeros((1, *self.spec.shape), self.spec.dtype)
-        p = self.processor
-        out = batched.convert(self.plan(blank, batched.draws(0, 0, 0, [0], self.plan.draws)), p.channel_first,
-                              p.dtype, p.mean, p.std)
-        return out.shape[1:], out.dtype
-
-    def __call__(self, job: tuple[int, np.ndarray, np.ndarray]) -> tuple:
-        """``errors`` are the samples that failed, in key order (skip_errors=True); without skip_errors the
-        first failure is raised instead."""
-        first, positions, epochs = job
-        c, spec = self.config, self.spec
-        sources, records = self.sources[positions], self.records[positions]
-        n = len(positions)
-        data = np.empty((n, spec.nbytes), np.uint8) if sources.any() else None
-        errors: dict[int, PicPacError] = {}
-        for source in np.unique(sources).tolist():
-            mine = np.flatnonzero(sources == source) if data is not None else np.arange(n)
-            part, failed = _array_bytes(self.readers[source], records[mine], spec)
-            errors.update((int(mine[i]), exc) for i, exc in failed.items())
-            if data is None:
-                data = part
-            else:
-                data[mine] = part
-        if errors:
-            if not c["skip_errors"]:
-                raise errors[min(errors)]
-            good = np.setdiff1d(np.arange(n), list(errors))
-            data, positions, epochs, sources, records = (a[good] for a in (data, positions, epochs, sources, records))
-        else:
-            good = np.arange(n)
-        images = data.view(spec.dtype).reshape(len(data), *spec.shape)
-        images = self.plan(images, batched.draws(c["seed"], epochs, sources, records, self.plan.draws))
-        p = self.processor
-        images = batched.convert(images, p.channel_first, p.dtype, p.mean, p.std)
-        return images, positions, first + good, [errors[i] for i in sorted(errors)]
-
-
-def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.ndarray, dict[int, PicPacError]]:
-    """The 'image' bytes of ``records`` as rows (len(records), spec.nbytes), checked; and the records that
-    fail, by position (their rows hold zeros).
-
-    Records written back to back (write_arrays) are copied whole, by one np.take into this thread's
-    buffer, and parsed and checked there; other layouts are parsed in the file and gathered. A
-    record's checksum is checked the first time the stream reads it (picpac never rewrites a
-    record's bytes; a batch of arrays makes this check a third of the work).
-    """
-    rows = None
-    if reader.stride:
-        rows = batched.buffer(f"records of {reader.path}", (len(records), reader.stride), np.uint8)
-        reader.take(records, rows)
-    starts, lengths, problems = reader.spans(records, "image", rows, once=True)
-    failed: dict[int, PicPacError] = {}
-    for i in np.flatnonzero(lengths != spec.nbytes).tolist():
-        record = int(records[i])
-        failed[i] = CorruptRecordError(reader.path, record, problems[i]) if i in problems else \
-            SampleError(reader.path, record, "has no 'image' field") if lengths[i] < 0 else \
-            array_size_error(reader.path, record, "image", int(lengths[i]), spec)
-    if rows is not None:
-        delta = starts - np.arange(len(records), dtype=np.int64) * rows.shape[1]
-        if not failed and len(delta) and (delta == delta[0]).all():
-            return rows[:, int(delta[0]):int(delta[0]) + spec.nbytes], failed  # the usual case: one slice
-    ok = lengths == spec.nbytes
-    gathered = reader.gather(starts[ok], spec.nbytes, rows.reshape(-1) if rows is not None else None)
-    if not failed:
-        return gathered, failed
-    data = np.zeros((len(records), spec.nbytes), np.uint8)
-    data[ok] = gathered
-    return data, failed
-
-
-class _BatchProcessWork:
-    """A worker process's work on the batch path: ``work(job) -> (images, (positions, key indices, errors))``."""
-
-    def __init__(self, loader: _BatchLoader):
-        self.loader = loader
-
-    def build(self) -> _BatchProcessWork:
-        return self
-
-    def __call__(self, job: tuple) -> tuple[np.ndarray, tuple]:
-        images, positions, index, errors = self.loader(job)
-        return images, (positions, index, errors)
-
-
 class _Pipeline:
     """Everything a stream's batches need: the pool, the sampler, the per-sample work, the counters.
 
@@ -277,15 +74,15 @@ class _Pipeline:
             self._build_pool()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
-            self.loader = _Loader(self._readers, c)
+            self.loader = SampleLoader(self._readers, c)
             self.processor = self.loader.processor
-            self.plan, self.path_reason = _batch_plan(self._readers, c, self.processor)
+            self.plan, self.path_reason = batch_plan(self._readers, c, self.processor)
             if c["vectorize"] and self.plan is None:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
             self.batch_loader = None if self.plan is None else \
-                _BatchLoader(self._readers, c, self._sources, self._records)
+                BatchLoader(self._readers, c, self._sources, self._records)
             # pickled once, now: an unpicklable transform fails here, not in a worker
-            work = _ProcessWork(self.loader) if self.plan is None else _BatchProcessWork(self.batch_loader)
+            work = SampleProcessWork(self.loader) if self.plan is None else BatchProcessWork(self.batch_loader)
             self._recipe = pack_recipe(work.build, c["start_method"]) if c["backend"] == "process" else None
         except BaseException:
             self.close()

@@ -7,8 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from .config import parse
 from ..errors import MissingPathError, PicPacError, PicPacValueError, SampleError
+from .config import parse
 from .processor import LazyRng, Processor
 
 

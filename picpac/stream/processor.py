@@ -17,10 +17,10 @@ import cv2
 import numpy as np
 
 from .. import image
-from ..image import specs
-from ..image.color import AddColor
 from ..errors import PicPacValueError, SampleError
 from ..file.layout import ArraySpec
+from ..image import specs
+from ..image.color import AddColor
 from ..image.shapes import Shapes
 from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
                          convert)

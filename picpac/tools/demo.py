@@ -12,11 +12,11 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ..errors import PicPacError
 from .. import image
+from ..errors import PicPacError
+from ..file.reader import Reader
 from .info import describe, format_description
 from .ingest import import_dataset
-from ..file.reader import Reader
 
 CLASSES = ("circle", "rectangle", "triangle")  # already sorted: the importer numbers them 0, 1, 2
 SIZE = 96

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from tqdm import tqdm
 
-from ..errors import CorruptRecordError, FormatError, PicPacValueError
 from .. import image
+from ..errors import CorruptRecordError, FormatError, PicPacValueError
 from ..file.layout import HEADER_SIZE
 from ..file.reader import Reader
 

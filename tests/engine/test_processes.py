@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac.engine.processes import PREFIX, ProcessPool, WorkerError, process_map
+from picpac.engine.processes import ProcessPool, WorkerError, process_map
+from picpac.engine.shared_memory import PREFIX
 from picpac.transforms import Sample
 
 from conftest import alive, children
@@ -372,10 +373,10 @@ def test_process_map_is_ordered_and_delivers_errors(clean):
 
 
 def test_a_full_dev_shm_is_an_error_not_a_bus_error(clean):
-    from picpac.engine.processes import _Block
+    from picpac.engine.shared_memory import SharedBlock
     fs = os.statvfs("/dev/shm")
     with pytest.raises(picpac.PicPacError, match=r"cannot reserve .* MiB of shared memory.*--shm-size"):
-        _Block.create(2 * fs.f_blocks * fs.f_frsize)  # tmpfs refuses more than its size at once
+        SharedBlock.create(2 * fs.f_blocks * fs.f_frsize)  # tmpfs refuses more than its size at once
 
 
 def _fill_recipe():
@@ -390,7 +391,7 @@ def _fill_recipe():
 def test_shared_batches_against_a_model(clean):
     """Random batch sizes, windows, keeps, skips and odd shapes against the plain-Python expectation,
     checking that the batches still protected by ``keep`` are intact when the next one comes."""
-    from picpac.engine.processes import SharedBatches
+    from picpac.engine.shared_batches import SharedBatches
     rng = np.random.default_rng(0)
     for _ in range(12):
         batch, window, keep = int(rng.integers(1, 6)), int(rng.integers(1, 10)), int(rng.integers(1, 3))

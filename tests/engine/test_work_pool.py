@@ -23,7 +23,7 @@ import pytest
 from picpac import data_source
 from picpac.data_source import ArrayDataSource, ChoiceDataSource, CompositeDataSource
 from picpac.errors import PicPacError, PicPacTypeError, WorkerError
-from picpac.engine.processes import PREFIX
+from picpac.engine.shared_memory import PREFIX
 from picpac.work_pool import SharedConstant, WorkerProcessPool, WorkerThreadPool
 
 from conftest import children

@@ -8,7 +8,8 @@ import pytest
 
 import picpac
 from picpac.errors import PicPacError, PicPacValueError
-from picpac.sampling import Sampler, assign_folds, class_codes, select
+from picpac.sampling import Sampler, assign_folds, select
+from picpac.sampling.common import class_codes
 
 SEEDS = range(5)
 KS = (2, 3, 5, 7)
