@@ -6,7 +6,7 @@ once (JPEG quality 90), and imagenet-250 as it is. W1 (RandomResizedCrop 224 + h
 interleaved, medians of --repeats:
   full:   reduced_decode=False (every JPEG decoded whole)
   scaled: region_decode=False (libjpeg's 1/2 or 1/4 scale where the output allows)
-  region: the default (scaled, and only the region the geometry reads; needs picpac._jpeg)
+  region: the default (scaled, and only the region the geometry reads; needs picpac.image._jpeg)
 Also the W2 quality on the large images: PSNR of each mode against W2 of the original image.
 Targets: region (the default) >= 2x full for W1 and W2 on the large images; PSNR within 1 dB.
 
@@ -85,7 +85,7 @@ def main() -> None:
     if not DATA.is_dir():
         raise SystemExit(f"this benchmark needs {DATA}")
     if not REGION_DECODE:
-        print("picpac._jpeg is not built (no libjpeg headers at install): 'region' equals 'scaled'")
+        print("picpac.image._jpeg is not built (no libjpeg headers at install): 'region' equals 'scaled'")
     with tempfile.TemporaryDirectory() as tmp:
         paths, originals = build(tmp, args.samples)
         runs = {(d, w, m): [] for d in paths for w in WORKLOADS for m in MODES}

@@ -35,6 +35,7 @@ import numpy as np
 
 import picpac
 from picpac import stores
+from picpac.stores import checksums
 
 DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "shared", "data", "imagenet-250")
 
@@ -86,7 +87,7 @@ class Store(Picpac):
 
     def _crc(self):
         if self.crc:
-            stores.CRC32C_IMPLEMENTATION = self.crc
+            checksums.CRC32C_IMPLEMENTATION = self.crc
 
     def write(self, records, path):
         self._crc()
@@ -175,7 +176,7 @@ def main() -> int:
     records, _ = load(args.copies)
     n = len(records)
     raw = sum(len(d) for d, _, _ in records)
-    google = stores.CRC32C_IMPLEMENTATION == "google-crc32c"  # installed: compare with the NumPy CRC32C
+    google = checksums.CRC32C_IMPLEMENTATION == "google-crc32c"  # installed: compare with the NumPy CRC32C
     tfrecord = [Store("tfrecord", crc="numpy"), Store("tfrecord", crc="google-crc32c")] if google else \
         [Store("tfrecord", crc="numpy")]
     contenders = [Picpac(), *(Store(kind) for kind in stores.KINDS if kind != "tfrecord"), *tfrecord, Folder()]
@@ -211,7 +212,7 @@ def main() -> int:
         sizes = {c.name: c.size(paths[c.name]) for c in contenders + readers_only}
         forks = {c.name: fork_ok(c, paths[c.name], n) for c in contenders + readers_only}
     print(f"imagenet-250 x {args.copies}: {n} JPEGs, {raw:,} bytes; median of {args.repeats} interleaved rounds, "
-          f"warm page cache; CRC32C: {stores.CRC32C_IMPLEMENTATION}")
+          f"warm page cache; CRC32C: {checksums.CRC32C_IMPLEMENTATION}")
     head = (f"{'format':<32}{'size vs raw':>12}{'write s':>8}{'write MB/s':>11}{'open ms':>8}{'seq MB/s':>9}"
             f"{'seq rec/s':>10}{'random rec/s':>13}  fork OK")
     print(head)

@@ -404,7 +404,7 @@ def main() -> int:
 
         print(f"\nresults: {args.samples} samples{' (--large)' if args.large else ''}, median of {args.repeats}; "
               f"load average after the runs {' '.join(f'{v:.2f}' for v in os.getloadavg())}; picpac region "
-              f"decoding {'on' if picpac.image.REGION_DECODE else 'off (picpac._jpeg not built)'}")
+              f"decoding {'on' if picpac.image.REGION_DECODE else 'off (picpac.image._jpeg not built)'}")
         print(f"one-core whole-image decode of these JPEGs: cv2.imdecode "
               f"{statistics.median(d[0] for d in decodes):.0f} img/s, PIL open + convert('RGB') "
               f"{statistics.median(d[1] for d in decodes):.0f} img/s")

@@ -1,9 +1,9 @@
-"""tensorpack's DataFlow API on picpac's engines (flow layer). See docs/dataflow.md.
+"""tensorpack's DataFlow API on picpac's engines. See docs/dataflow.md.
 
 A DataFlow is an iterable of datapoints with ``__len__`` and ``reset_state``. The classes here keep
 tensorpack's names, arguments and documented behaviour; the parallel ones run on picpac's thread and
-process engines (``picpac.flow``, ``picpac.processes``), which forward a worker's exception with its
-traceback, notice a dead worker at once, and stop every thread and process on ``close()``.
+process engines (``picpac.engine``), which forward a worker's exception with its traceback, notice a
+dead worker at once, and stop every thread and process on ``close()``.
 """
 from .base import (DataFlow, DataFlowError, DataFlowReentrantGuard, DataFlowTerminated, MissingDependencyError,
                    ProxyDataFlow, RNGDataFlow, worker_path)

@@ -1,4 +1,4 @@
-"""The DataFlow protocol (flow layer): ``__iter__``, ``__len__``, ``reset_state``, and what guards it.
+"""The DataFlow protocol: ``__iter__``, ``__len__``, ``reset_state``, and what guards it.
 
 A DataFlow is an iterable of datapoints (lists, or dicts, of components). ``reset_state()`` is called
 once, by the process that iterates, before the first ``__iter__``; it is where random generators are

@@ -1,4 +1,4 @@
-"""How datapoints travel and are stored (flow layer): serialisation formats that name themselves.
+"""How datapoints travel and are stored: serialisation formats that name themselves.
 
 Every message (a ZMQ multipart message, or one stored value) begins with a head that records its
 format: ``b"PPDF"``, a version byte, a kind byte (data or error) and the format's name. A reader

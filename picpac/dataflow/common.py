@@ -1,4 +1,4 @@
-"""DataFlows that reshape another flow (flow layer): batching, mapping, repeating, mixing, shuffling, caching."""
+"""DataFlows that reshape another flow: batching, mapping, repeating, mixing, shuffling, caching."""
 from __future__ import annotations
 
 import itertools

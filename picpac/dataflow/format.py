@@ -1,4 +1,4 @@
-"""DataFlows that read stored formats (flow layer): picpac files, LMDB, HDF5, Caffe LMDB, svmlight.
+"""DataFlows that read stored formats: picpac files, LMDB, HDF5, Caffe LMDB, svmlight.
 
 ``lmdb`` and ``h5py`` are imported when a flow needs them; without them the error names
 ``pip install 'picpac[formats]'``.
@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingPathError, PicPacValueError, SampleError
-from ..image.decode import decode_channels
 from ..file.reader import Reader
+from ..image.decoding import decode_channels
 from ..stores import read_varint
 from . import codec
 from .base import DataFlowReentrantGuard, RNGDataFlow, optional_import

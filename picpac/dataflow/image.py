@@ -1,4 +1,4 @@
-"""Image DataFlows (flow layer): images from files, and augmentation of image components.
+"""Image DataFlows: images from files, and augmentation of image components.
 
 tensorpack's augmentors (``imgaug``) are an API of their own; here an augmentor is either
 
@@ -25,7 +25,7 @@ import cv2
 import numpy as np
 
 from ..errors import MissingPathError, PicPacTypeError, PicPacValueError
-from ..image.decode import decode_channels
+from ..image.decoding import decode_channels
 from ..image.shapes import Shapes
 from ..image.transforms import Sample
 from .base import DataFlow, RNGDataFlow, make_rng

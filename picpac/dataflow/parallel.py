@@ -1,11 +1,11 @@
-"""Runners (flow layer): a DataFlow run in N worker processes or threads, on picpac's engines.
+"""Runners: a DataFlow run in N worker processes or threads, on picpac's engines.
 
 ``MultiProcessRunner`` and ``MultiProcessRunnerZMQ`` run copies of a flow in the worker processes of a
-:class:`picpac.processes.ProcessPool` (one duplex pipe per worker: a dead worker is an error at once, a
+:class:`picpac.engine.processes.ProcessPool` (one duplex pipe per worker: a dead worker is an error at once, a
 worker's exception comes back with its type and traceback, closing stops every worker, and workers die
 with their parent). The consumer asks the workers for datapoints, at most ``num_prefetch`` (``hwm``)
 ahead, and takes whichever reply comes first. ``MultiThreadRunner`` does the same on
-:func:`picpac.flow.ordered_map`'s threads. Each worker resets its own copy of the flow under its own
+:func:`picpac.engine.threads.ordered_map`'s threads. Each worker resets its own copy of the flow under its own
 worker path (see :mod:`.base`), so random flows in different workers draw different streams.
 """
 from __future__ import annotations

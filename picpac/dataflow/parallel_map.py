@@ -1,8 +1,8 @@
-"""Parallel ``MapData`` (flow layer): the map function on threads or worker processes, on picpac's engines.
+"""Parallel ``MapData``: the map function on threads or worker processes, on picpac's engines.
 
-``MultiThreadMapData`` runs on :func:`picpac.flow.ordered_map`; ``MultiProcessMapData`` and
-``MultiProcessMapAndBatchData`` on a :class:`picpac.processes.ProcessPool` through
-:func:`picpac.processes.pool_map`. At most ``buffer_size`` datapoints are in flight.
+``MultiThreadMapData`` runs on :func:`picpac.engine.threads.ordered_map`; ``MultiProcessMapData`` and
+``MultiProcessMapAndBatchData`` on a :class:`picpac.engine.processes.ProcessPool` through
+:func:`picpac.engine.processes.pool_map`. At most ``buffer_size`` datapoints are in flight.
 
 * ``strict=True``: each ``__iter__`` is one pass of ``ds``, mapped, **in the order of** ``ds``: exactly
   what ``MapData(ds, map_func)`` gives (tensorpack promises the same set in some order; the engines

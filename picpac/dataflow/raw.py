@@ -1,4 +1,4 @@
-"""DataFlows that produce data from Python objects (flow layer): lists, generators, iterables, queues, fakes."""
+"""DataFlows that produce data from Python objects: lists, generators, iterables, queues, fakes."""
 from __future__ import annotations
 
 import copy

@@ -1,4 +1,4 @@
-"""Remote DataFlows over ZeroMQ (flow layer): one process sends a flow, another receives it.
+"""Remote DataFlows over ZeroMQ: one process sends a flow, another receives it.
 
 ``send_dataflow_zmq`` pushes the datapoints of a flow to a ZMQ PUSH socket; ``RemoteDataZMQ`` pulls them
 from one or two PULL sockets (many senders may feed one receiver). Both sides bound their queues by the

@@ -1,4 +1,4 @@
-"""Serializers (flow layer): write a DataFlow to a file and read it back as one.
+"""Serializers: write a DataFlow to a file and read it back as one.
 
 Each has ``save(df, path, ...)`` (it calls ``df.reset_state()`` and writes one pass) and ``load(path, ...)``
 (a DataFlow). Datapoints are stored with :mod:`.codec`, whose every value records its format; the
@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptError, PicPacTypeError, PicPacValueError
-from ..stores import crc32c, masked_crc32c, tfrecord_frame
 from ..file.layout import ArraySpec
 from ..file.writer import Writer
+from ..stores import crc32c, masked_crc32c, tfrecord_frame
 from . import codec
 from .base import DataFlow, optional_import
 from .format import DATAPOINT_FIELD, KEYS, META_KEY, SPECIAL, HDF5Data, LMDBData, LMDBDataPoint, PicPacData

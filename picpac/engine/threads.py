@@ -4,7 +4,7 @@ OpenCV and most NumPy work release the GIL, so threads give real parallelism for
 transforms. Results come back in input order (so a stream is deterministic whatever the thread
 count) and at most ``window`` items are in flight, which bounds memory. Items go to the workers in
 chunks, so the cost of handing work to a thread is paid once per chunk, not once per item.
-Work that holds the GIL (user Python code) needs processes instead: see ``processes.py``.
+Work that holds the GIL (user Python code) needs processes instead: see ``processes``.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""batchup's worker pools on picpac's engines (flow layer): mini-batches prepared in the background.
+"""batchup's worker pools on picpac's engines: mini-batches prepared in the background.
 
 ``picpac.work_pool`` is a drop-in for ``batchup.work_pool``:
 

@@ -28,7 +28,7 @@ from .transforms import (BORDERS, Affine, Crop, ErodeMask, Flip, LimitSize, OneO
 UNSUPPORTED = ("clip_square", "mask", "wave.augment.add", "wave.augment.mul", "wave.augment.scale")
 
 
-# -- small transforms PicPac has and transforms.py does not -------------------------------------
+# -- small transforms PicPac has and picpac.transforms does not ------------------------------
 COLOR_CODES = ("BGR2GRAY", "GRAY2BGR", "BGR2HSV", "HSV2BGR", "BGR2Lab", "Lab2BGR", "BGR2RGB")
 
 

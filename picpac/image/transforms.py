@@ -16,7 +16,7 @@ import cv2
 import numpy as np
 
 from ..errors import PicPacValueError, SampleError
-from .decode import REDUCTIONS, Region
+from .decoding import REDUCTIONS, Region
 from .shapes import Shapes
 
 

@@ -20,7 +20,7 @@ The sampling layer's batch iterators, with batchup's API (``picpac.data_source``
   ``batch_map_mean``.
 
 Nothing here decodes images; the worker pools that prepare batches in parallel are in
-``work_pool.py`` (flow layer).
+``picpac.work_pool`` (the engine layer).
 """
 from __future__ import annotations
 

@@ -13,10 +13,10 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import image
-from ..errors import ImportFailedError, PicPacValueError, SourceError
-from ..sources import SourceItem, centres_to_continuous, scan
 from ..engine.threads import ordered_map
+from ..errors import ImportFailedError, PicPacValueError, SourceError
 from ..file.writer import Writer
+from ..sources import SourceItem, centres_to_continuous, scan
 
 _WINDOW_PER_THREAD = 4
 """Items in flight per worker thread: enough to keep the workers busy, few enough to bound memory."""

@@ -1,4 +1,4 @@
-"""Region-of-interest JPEG decoding (picpac._jpeg): a region is exactly those pixels of a whole
+"""Region-of-interest JPEG decoding (picpac.image._jpeg): a region is exactly those pixels of a whole
 decode, anything the extension cannot do falls back to the whole image, and a stream gives the same
 batches with region_decode on and off."""
 from __future__ import annotations
@@ -16,18 +16,18 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac import image
+from picpac.image import decoding
 from picpac.transforms import Affine, CenterCrop, Crop, Flip, Pad, RandomResizedCrop, Resize, Sample
 
-extension = pytest.mark.skipif(not image.REGION_DECODE, reason="picpac._jpeg was not built (no libjpeg-turbo "
+extension = pytest.mark.skipif(not decoding.REGION_DECODE, reason="picpac.image._jpeg was not built (no libjpeg-turbo "
                                                                 "headers at install): regions are decoded whole")
 
 
 def test_the_extension_is_built_where_required():
     """CI sets PICPAC_REQUIRE_REGION_DECODE=1, so a build that silently dropped the extension fails there."""
     if os.environ.get("PICPAC_REQUIRE_REGION_DECODE") == "1":
-        assert image.REGION_DECODE is True, "PICPAC_REQUIRE_REGION_DECODE=1 but picpac._jpeg was not built"
-    assert image.REGION_DECODE is (image._jpeg is not None)
+        assert decoding.REGION_DECODE is True, "PICPAC_REQUIRE_REGION_DECODE=1 but picpac.image._jpeg was not built"
+    assert decoding.REGION_DECODE is (decoding._jpeg is not None)
 
 
 # -- synthetic JPEGs ------------------------------------------------------------------------------
@@ -116,10 +116,10 @@ MODES = [(1, False), (1, True), (3, False), (3, True)]  # (channels, rgb)
 
 
 def mismatches(data: bytes, reduction: int, channels: int, rgb: bool, chosen: list) -> list:
-    whole = image.decode_channels(data, channels, rgb, reduction)
+    whole = decoding.decode_channels(data, channels, rgb, reduction)
     bad = []
     for x, y, w, h in chosen:
-        got = image.decode_channels(data, channels, rgb, reduction, (x, y, w, h))
+        got = decoding.decode_channels(data, channels, rgb, reduction, (x, y, w, h))
         want = whole[y:y + h, x:x + w]
         if got.shape != want.shape or not np.array_equal(got, want):
             diff = np.abs(got.astype(int) - want).max() if got.shape == want.shape else None
@@ -146,8 +146,8 @@ def test_a_region_is_exactly_those_pixels_of_the_whole_decode(name, reduction):
 @extension
 def test_grey_regions_of_an_rgb_stream():
     data = variant("420")
-    whole = image.decode_channels(data, 1, True)
-    got = image.decode_channels(data, 1, True, 1, (10, 20, 30, 40))
+    whole = decoding.decode_channels(data, 1, True)
+    got = decoding.decode_channels(data, 1, True, 1, (10, 20, 30, 40))
     assert got.shape == (40, 30) and np.array_equal(got, whole[20:60, 10:40])
 
 
@@ -158,9 +158,9 @@ def test_grey_regions_of_an_rgb_stream():
 ])
 def test_a_one_column_region_at_a_cropped_420_edge(width, region):
     data = jpeg(textured(width, 257), SAMPLING, S420)
-    whole = image.decode_channels(data, 3, False)
+    whole = decoding.decode_channels(data, 3, False)
     x, y, w, h = region
-    assert np.array_equal(image.decode_channels(data, 3, False, 1, region), whole[y:y + h, x:x + w])
+    assert np.array_equal(decoding.decode_channels(data, 3, False, 1, region), whole[y:y + h, x:x + w])
 
 
 # -- real JPEGs -----------------------------------------------------------------------------------
@@ -182,7 +182,7 @@ def test_regions_of_real_jpegs(shared_data):
     rng = np.random.default_rng(2024)
     bad = []
     for i, data in enumerate(imagenet(shared_data)):
-        width, height, orientation = image.jpeg_header(data)
+        width, height, orientation = decoding.jpeg_header(data)
         assert orientation == 1
         channels, rgb = MODES[i % len(MODES)]
         for reduction in (1, 2, 4, 8):
@@ -201,14 +201,14 @@ def test_a_whole_decode_through_the_extension_is_opencvs(shared_data):
              (1, 4): cv2.IMREAD_REDUCED_COLOR_4, (1, 8): cv2.IMREAD_REDUCED_COLOR_8}
     bad = []
     for i, data in enumerate(imagenet(shared_data)):
-        width, height, _ = image.jpeg_header(data)
+        width, height, _ = decoding.jpeg_header(data)
         mode = (0, 1, 2)[i % 3]
         for reduction in (1, 2, 4, 8):
             w, h = reduced(width, reduction), reduced(height, reduction)
             want = cv2.imdecode(np.frombuffer(data, np.uint8), flags[min(mode, 1), reduction])
             if mode == 2:
                 want = want[:, :, ::-1]
-            pixels, x0, row_width = image._jpeg.decode(data, reduction, 0, 0, w, h, mode)
+            pixels, x0, row_width = decoding._jpeg.decode(data, reduction, 0, 0, w, h, mode)
             assert (x0, row_width, len(pixels)) == (0, w, w * h * (1 if mode == 0 else 3))
             got = np.frombuffer(pixels, np.uint8).reshape(want.shape)
             if not np.array_equal(got, want):
@@ -225,9 +225,9 @@ def same(a: np.ndarray | None, b: np.ndarray | None) -> bool:
 def test_a_png_with_a_region_decodes_whole():
     pixels = textured(70, 50)
     png = cv2.imencode(".png", pixels)[1].tobytes()
-    got = image.decode_channels(png, 3, False, 1, (3, 4, 10, 10))
+    got = decoding.decode_channels(png, 3, False, 1, (3, 4, 10, 10))
     assert got.shape == (50, 70, 3) and np.array_equal(got, pixels)
-    assert same(image.decode_channels(png, 3, True, 2, (3, 4, 10, 10)), image.decode_channels(png, 3, True, 2))
+    assert same(decoding.decode_channels(png, 3, True, 2, (3, 4, 10, 10)), decoding.decode_channels(png, 3, True, 2))
 
 
 LARGE = functools.cache(lambda: jpeg(textured(700, 500)))
@@ -244,21 +244,21 @@ def test_a_region_past_the_edge_decodes_whole(region):
     data = LARGE()
     for channels, rgb in MODES:
         for reduction in (1, 2):
-            got = image.decode_channels(data, channels, rgb, reduction, region)
-            want = image.decode_channels(data, channels, rgb, reduction)
+            got = decoding.decode_channels(data, channels, rgb, reduction, region)
+            want = decoding.decode_channels(data, channels, rgb, reduction)
             assert got.shape == want.shape and np.array_equal(got, want)
 
 
 @extension
 def test_the_extension_clips_a_region_at_the_right_edge():
-    pixels, x0, row_width = image._jpeg.decode(LARGE(), 1, 690, 10, 20, 5, 1)
+    pixels, x0, row_width = decoding._jpeg.decode(LARGE(), 1, 690, 10, 20, 5, 1)
     assert x0 <= 690 and x0 + row_width == 700 and len(pixels) == 5 * row_width * 3
-    whole = image.decode_channels(LARGE(), 3, False)
+    whole = decoding.decode_channels(LARGE(), 3, False)
     # from the asked column on (column x0, at an iMCU edge, lacks its chroma neighbour: the reason
     # decode_channels asks for one more column each side)
     assert np.array_equal(np.frombuffer(pixels, np.uint8).reshape(5, row_width, 3)[:, 690 - x0:], whole[10:15, 690:])
-    assert image._jpeg.decode(LARGE(), 1, 10, 490, 20, 20, 1) is None  # past the bottom: no rows clipped
-    assert image._jpeg.decode(LARGE(), 1, 700, 0, 2, 2, 1) is None
+    assert decoding._jpeg.decode(LARGE(), 1, 10, 490, 20, 20, 1) is None  # past the bottom: no rows clipped
+    assert decoding._jpeg.decode(LARGE(), 1, 700, 0, 2, 2, 1) is None
 
 
 def truncated() -> bytes:
@@ -269,14 +269,14 @@ def truncated() -> bytes:
 @pytest.mark.parametrize("region", [(0, 400, 16, 16), (0, 0, 700, 500), (300, 200, 50, 290)])
 def test_a_region_that_reaches_the_cut_of_a_truncated_jpeg_is_no_partial_image(region):
     data = truncated()
-    assert image.jpeg_header(data) == (700, 500, 1)
-    assert same(image.decode_channels(data, 3, False, 1, region), image.decode_channels(data, 3, False))
+    assert decoding.jpeg_header(data) == (700, 500, 1)
+    assert same(decoding.decode_channels(data, 3, False, 1, region), decoding.decode_channels(data, 3, False))
 
 
 @extension
 def test_a_region_above_the_cut_of_a_truncated_jpeg_is_no_partial_image():
     data = truncated()
-    assert same(image.decode_channels(data, 3, False, 1, (0, 0, 16, 16)), image.decode_channels(data, 3, False))
+    assert same(decoding.decode_channels(data, 3, False, 1, (0, 0, 16, 16)), decoding.decode_channels(data, 3, False))
 
 
 def test_a_cmyk_jpeg_with_a_region_decodes_whole():
@@ -284,13 +284,13 @@ def test_a_cmyk_jpeg_with_a_region_decodes_whole():
     buf = io.BytesIO()
     Image.fromarray(textured(70, 50)[:, :, ::-1].copy()).convert("CMYK").save(buf, "JPEG", quality=95)
     data = buf.getvalue()
-    assert data[:2] == b"\xff\xd8" and image.jpeg_header(data) == (70, 50, 1)
-    if image.REGION_DECODE:
-        assert image._jpeg.decode(data, 1, 0, 0, 5, 5, 1) is None
+    assert data[:2] == b"\xff\xd8" and decoding.jpeg_header(data) == (70, 50, 1)
+    if decoding.REGION_DECODE:
+        assert decoding._jpeg.decode(data, 1, 0, 0, 5, 5, 1) is None
     for channels, rgb in MODES:
         for reduction in (1, 2):
-            got = image.decode_channels(data, channels, rgb, reduction, (1, 1, 5, 5))
-            want = image.decode_channels(data, channels, rgb, reduction)
+            got = decoding.decode_channels(data, channels, rgb, reduction, (1, 1, 5, 5))
+            want = decoding.decode_channels(data, channels, rgb, reduction)
             assert want.shape[:2] == (reduced(50, reduction), reduced(70, reduction))
             assert got.shape == want.shape and np.array_equal(got, want)
 
@@ -306,7 +306,7 @@ def test_a_cmyk_jpeg_with_a_region_decodes_whole():
 ], ids=lambda a: "reduction,x,y,w,h,mode=" + ",".join(map(str, a)))
 def test_the_c_function_rejects_bad_arguments(args):
     with pytest.raises(ValueError, match="bad reduction, mode or region"):
-        image._jpeg.decode(LARGE(), *args)
+        decoding._jpeg.decode(LARGE(), *args)
 
 
 @extension
@@ -314,33 +314,33 @@ def test_the_c_function_rejects_bad_arguments(args):
                                   cv2.imencode(".png", textured(8, 8))[1].tobytes()],
                          ids=["empty", "garbage", "soi-only", "header-cut", "png"])
 def test_the_c_function_gives_none_for_no_jpeg(data):
-    assert image._jpeg.decode(data, 1, 0, 0, 1, 1, 1) is None
+    assert decoding._jpeg.decode(data, 1, 0, 0, 1, 1, 1) is None
 
 
 @extension
 def test_the_c_function_takes_any_bytes_like_object():
     data = LARGE()
-    want = image._jpeg.decode(data, 2, 5, 7, 30, 20, 2)
+    want = decoding._jpeg.decode(data, 2, 5, 7, 30, 20, 2)
     for view in (bytearray(data), memoryview(data), np.frombuffer(data, np.uint8)):
-        assert image._jpeg.decode(view, 2, 5, 7, 30, 20, 2) == want
+        assert decoding._jpeg.decode(view, 2, 5, 7, 30, 20, 2) == want
     with pytest.raises(TypeError):
-        image._jpeg.decode("not bytes", 1, 0, 0, 1, 1, 1)
+        decoding._jpeg.decode("not bytes", 1, 0, 0, 1, 1, 1)
 
 
 # -- Sample: the region the pending map reads -----------------------------------------------------
 
 def deferred(data: bytes, calls: list, use_region: bool = True) -> Sample:
-    def decoder(reduction: int, region: image.Region | None) -> np.ndarray | None:
+    def decoder(reduction: int, region: decoding.Region | None) -> np.ndarray | None:
         calls.append((reduction, region))
-        return image.decode_channels(data, 3, False, reduction, region if use_region else None)
-    return Sample(None, 0.0, 0, size=image.jpeg_header(data)[:2], decoder=decoder, regions=True)
+        return decoding.decode_channels(data, 3, False, reduction, region if use_region else None)
+    return Sample(None, 0.0, 0, size=decoding.jpeg_header(data)[:2], decoder=decoder, regions=True)
 
 
 @extension
 def test_a_random_resized_crop_decodes_only_its_region(shared_data):
     data = imagenet(shared_data)[0]
-    width, height, _ = image.jpeg_header(data)
-    wholes = {r: image.decode_channels(data, 3, False, r) for r in (1, 2, 4)}
+    width, height, _ = decoding.jpeg_header(data)
+    wholes = {r: decoding.decode_channels(data, 3, False, r) for r in (1, 2, 4)}
     exact = smaller = 0
     for seed in range(16):
         calls: list = []
@@ -365,16 +365,16 @@ def test_a_random_resized_crop_decodes_only_its_region(shared_data):
 @extension
 def test_a_flip_reads_the_whole_image_through_the_region_path(shared_data):
     data = imagenet(shared_data)[1]
-    width, height, _ = image.jpeg_header(data)
+    width, height, _ = decoding.jpeg_header(data)
     calls: list = []
     sample = Flip(horizontal=1)(deferred(data, calls), np.random.default_rng(0))
-    assert np.array_equal(sample.image, cv2.flip(image.decode_channels(data, 3, False), 1))
+    assert np.array_equal(sample.image, cv2.flip(decoding.decode_channels(data, 3, False), 1))
     assert calls == [(1, (0, 0, width, height))]
 
 
 def test_a_rotation_has_no_region(shared_data):
     data = imagenet(shared_data)[0]
-    width, height, _ = image.jpeg_header(data)
+    width, height, _ = decoding.jpeg_header(data)
     calls: list = []
     sample = Affine(rotate=(30, 30))(deferred(data, calls), np.random.default_rng(0))
     assert sample._region(1) is None and sample._region(2) is None
@@ -408,12 +408,12 @@ def spy(monkeypatch):
     """(calls, index): every decode as (record found by its bytes, reduction, region)."""
     calls: list = []
     index: dict = {}
-    decode = image.decode_channels
+    decode = decoding.decode_channels
 
     def spied(data, channels, rgb, reduction=1, region=None):
         calls.append((index.get(hashlib.sha1(data).digest()), reduction, region))
         return decode(data, channels, rgb, reduction, region)
-    monkeypatch.setattr(image, "decode_channels", spied)
+    monkeypatch.setattr(picpac.image, "decode_channels", spied)
     return calls, index
 
 
@@ -492,10 +492,10 @@ def test_an_exif_rotated_jpeg_streams_the_same_with_region_decode_on_and_off(tmp
         for i, data in enumerate(records):
             w.append(image=data, label=i)
             index[hashlib.sha1(data).digest()] = i
-    assert [image.jpeg_header(d) for d in records] == [(120, 160, 6)] * 4 + [(120, 160, 1)]
-    shown = [image.decode_channels(d, 3, False) for d in records]
+    assert [decoding.jpeg_header(d) for d in records] == [(120, 160, 6)] * 4 + [(120, 160, 1)]
+    shown = [decoding.decode_channels(d, 3, False) for d in records]
     for data, pixels in zip(stored, shown):  # OpenCV applies the orientation: 90 degrees clockwise
-        assert np.array_equal(pixels, cv2.rotate(image.decode_channels(data, 3, False), cv2.ROTATE_90_CLOCKWISE))
+        assert np.array_equal(pixels, cv2.rotate(decoding.decode_channels(data, 3, False), cv2.ROTATE_90_CLOCKWISE))
 
     calls.clear()
     centre, _ = batch(path, 5, [CenterCrop(64, 96)], True)
@@ -524,7 +524,7 @@ def test_concurrent_region_decodes_match_serial_ones():
 
     def run(job):
         reduction, region = job
-        return image.decode_channels(data, 3, True, reduction, region)
+        return decoding.decode_channels(data, 3, True, reduction, region)
     serial = [run(job) for job in jobs]
     with ThreadPoolExecutor(4) as pool:
         concurrent = list(pool.map(run, jobs * 4))

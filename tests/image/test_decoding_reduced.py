@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac import image
+from picpac.image import decoding
 from picpac.transforms import CenterCrop, Flip, RandomResizedCrop, Resize, Rotate90, Sample
 
 
@@ -15,10 +15,10 @@ def big_jpeg(pixels: np.ndarray) -> bytes:
 
 
 def deferred(data: bytes, used: list[int]) -> Sample:
-    def decoder(reduction: int, region: image.Region | None) -> np.ndarray:
+    def decoder(reduction: int, region: decoding.Region | None) -> np.ndarray:
         used.append(reduction)
-        return image.decode_channels(data, 3, False, reduction)
-    return Sample(None, 0.0, 0, size=image.jpeg_header(data)[:2], decoder=decoder)
+        return decoding.decode_channels(data, 3, False, reduction)
+    return Sample(None, 0.0, 0, size=decoding.jpeg_header(data)[:2], decoder=decoder)
 
 
 @pytest.mark.parametrize("transform, reduction", [
@@ -46,7 +46,7 @@ def test_geometry_is_the_same_as_full_decode():
     data = big_jpeg(pixels)
     steps = [Resize(600, 400), Flip(horizontal=1)]
     reduced = deferred(data, used := [])
-    full = Sample(image.decode_channels(data, 3, False), 0.0, 0)
+    full = Sample(decoding.decode_channels(data, 3, False), 0.0, 0)
     for step in steps:
         reduced = step(reduced, np.random.default_rng(0))
         full = step(full, np.random.default_rng(0))
@@ -83,7 +83,7 @@ def test_w2_quality_within_1db_of_full_decode(shared_data, tmp_path):
 
 def test_random_resized_crop_plans_its_own_reduction(shared_data):
     data = (sorted((shared_data / "imagenet-250").glob("*.JPEG"))[0]).read_bytes()
-    pixels = image.decode_channels(data, 3, False)
+    pixels = decoding.decode_channels(data, 3, False)
     large = big_jpeg(cv2.resize(pixels, None, fx=4, fy=4, interpolation=cv2.INTER_CUBIC))
     seen = set()
     for seed in range(40):

@@ -1,0 +1,137 @@
+"""What every import layout shares: the items a source lists (:class:`SourceItem`, :class:`Listing`),
+the formats, the image walk, reading data lines, and the PicPac JSON shapes annotations become.
+
+Annotation formats (COCO, YOLO) become PicPac JSON shapes: ``{"shapes": [{"type": "rect", "geometry":
+{"x", "y", "width", "height"}, "label": id}, ...]}`` with coordinates normalised to 0..1 by the image
+size, written compactly with coordinates rounded to 6 decimals.
+"""
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import SourceError
+
+FORMATS = ("auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
+           "coco", "yolo", "yolo-seg", "maskdir")
+IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
+_DECIMALS = 6
+
+
+@dataclass
+class SourceItem:
+    """One image to import, with what the source says about it."""
+
+    path: str
+    label: float = 0.0
+    group: int | None = None
+    annotation: bytes | None = None
+    mask_path: str | None = None
+    line: str | None = None
+    """Where a list or CSV names this item ("list.txt:12"); None for folder scans."""
+    pixel_centres: bool = False
+    """The annotation's polygon vertices are pixel centres (YOLO-seg, traced from masks); the importer,
+    which knows the image size, moves them to picpac's continuous coordinates (:func:`centres_to_continuous`)."""
+
+
+@dataclass
+class Listing:
+    """Everything a source holds, in import order."""
+
+    items: list[SourceItem]
+    classes: list[str] | None
+    source: str
+    """The format and absolute source path, e.g. "imagefolder /data/train"."""
+    root: str
+    """Absolute directory that item paths are stored relative to."""
+
+
+# -- image files -------------------------------------------------------------------------------
+def _walk_images(top: str) -> list[tuple[str, ...]]:
+    """Relative path parts of every image under ``top``, sorted; hidden files and folders skipped."""
+    found = []
+    for dirpath, dirnames, filenames in os.walk(top):
+        dirnames[:] = [d for d in dirnames if not d.startswith(".")]
+        rel = os.path.relpath(dirpath, top)
+        parts = () if rel == os.curdir else tuple(rel.split(os.sep))
+        found += [parts + (name,) for name in filenames if not name.startswith(".") and _is_image_name(name)]
+    return sorted(found)
+
+
+def _is_image_name(name: str) -> bool:
+    """Whether a file name has an image extension (case-insensitive)."""
+    return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
+
+
+def _is_integer(name: str) -> bool:
+    return name.isascii() and name.isdigit()
+
+
+# -- text lines --------------------------------------------------------------------------------
+def _data_lines(src: str, what: str = "list files") -> Iterator[tuple[int, str]]:
+    """(line number, line) for every line that is neither blank nor a # comment."""
+    try:
+        with open(src, encoding="utf-8-sig") as f:
+            for number, line in enumerate(f, 1):
+                line = line.rstrip("\r\n")
+                if line.strip() and not line.lstrip().startswith("#"):
+                    yield number, line
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
+                          f"{what} must be UTF-8") from None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _resolve(root: str, path: str) -> str:
+    return os.path.normpath(os.path.join(root, path))
+
+
+# -- PicPac shapes -----------------------------------------------------------------------------
+def _shape(kind: str, geometry: dict[str, Any], label: int, tag: int | None = None) -> dict[str, Any]:
+    shape = {"type": kind, "geometry": geometry, "label": label}
+    if tag is not None:
+        shape["tag"] = tag
+    return shape
+
+
+def _rect(x: float, y: float, width: float, height: float) -> dict[str, float]:
+    return {"x": _rounded(x), "y": _rounded(y), "width": _rounded(width), "height": _rounded(height)}
+
+
+def _points(coordinates: list[float], width: float = 1.0, height: float = 1.0) -> list[dict[str, float]]:
+    """``[x1, y1, x2, y2, ...]`` divided by ``width``/``height`` as PicPac points."""
+    return [{"x": _rounded(x / width), "y": _rounded(y / height)}
+            for x, y in zip(coordinates[::2], coordinates[1::2])]
+
+
+def centres_to_continuous(annotation: bytes, width: int, height: int) -> bytes:
+    """Shift polygon vertices given as pixel centres by half a pixel into continuous coordinates.
+
+    YOLO-seg polygons are traced along mask pixels (vertex x = index of a boundary pixel), while
+    picpac's shapes put pixel i at [i, i+1): without the shift a rasterized polygon lies half a
+    pixel up and left of the mask it came from.
+    """
+    doc = json.loads(annotation)
+    for shape in doc["shapes"]:
+        for point in shape["geometry"].get("points", ()):
+            point["x"] = _rounded(point["x"] + 0.5 / width)
+            point["y"] = _rounded(point["y"] + 0.5 / height)
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _rounded(value: float) -> float:
+    return round(value, _DECIMALS) + 0.0  # + 0.0 turns -0.0 into 0.0
+
+
+def _annotation(shapes: list[dict[str, Any]]) -> bytes:
+    return json.dumps({"shapes": shapes}, separators=(",", ":")).encode()

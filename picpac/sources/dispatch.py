@@ -1,0 +1,119 @@
+"""scan(): read a source as the format it names, or detect the format (auto), and hand it to the
+module of that layout."""
+from __future__ import annotations
+
+import os
+
+from ..errors import MissingPathError, SourceError
+from .base import FORMATS, Listing, SourceItem, _annotation, _data_lines, _is_number, _walk_images
+from .coco import _read_coco
+from .csv import _read_csv
+from .folders import _scan_folder
+from .lists import _read_list, _split
+from .masks import _match_masks
+from .yolo import _read_classes, _read_yolo
+
+_DIRECTORY_FORMATS = ("dir", "classdirs", "imagefolder", "yolo", "yolo-seg", "maskdir")
+_FILE_FORMATS = ("list", "annolist", "masklist", "csv", "coco")
+_LABELLED_FORMATS = ("yolo", "yolo-seg", "maskdir")
+"""Folder formats whose labels lie in a second folder (``labels``) and that take ``classes``."""
+
+
+def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike | None = None,
+         labels: str | os.PathLike | None = None, classes: str | os.PathLike | None = None) -> Listing:
+    """List the items of ``src`` read as ``format`` (one of :data:`FORMATS`).
+
+    Relative paths in list, CSV and COCO files are taken from ``root`` (default: the file's
+    directory); ``root`` does not apply to folders. ``labels`` (the folder of YOLO label files or
+    of masks) and ``classes`` (a YOLO dataset YAML or a text file of class names) apply to the
+    formats yolo, yolo-seg and maskdir only.
+    """
+    src = os.fspath(src)
+    if format not in FORMATS:
+        raise SourceError(f"unknown import format {format!r}; use one of {', '.join(FORMATS)}")
+    for name, value in (("labels", labels), ("classes", classes)):
+        if value is not None and format not in _LABELLED_FORMATS:
+            raise SourceError(f"{name} (--{name}) applies to the formats {', '.join(_LABELLED_FORMATS)}, "
+                              f"not to {format!r}; leave it out, or name one of those formats with -f")
+    if not os.path.exists(src):
+        raise MissingPathError(f"{src}: no such file or directory; pass a folder of images, "
+                               "a list file, a CSV or a COCO JSON file (docs/import.md)")
+    if not os.path.isdir(src):
+        return _scan_file(src, format, None if root is None else os.fspath(root))
+    if format in _FILE_FORMATS:
+        raise SourceError(f"{src}: is a directory, but format {format!r} reads a list file; "
+                          f"use -f {'/'.join(_DIRECTORY_FORMATS)} or -f auto for folders")
+    if root is not None:
+        raise SourceError(f"{src}: root (--root) applies to list, CSV and COCO sources, not to folders; "
+                          "leave it out")
+    if format in _LABELLED_FORMATS:
+        return _scan_labelled_folder(src, format, None if labels is None else os.fspath(labels),
+                                     None if classes is None else os.fspath(classes))
+    return _scan_folder(src, format)
+
+
+def _scan_file(src: str, format: str, root: str | None) -> Listing:
+    if format in _DIRECTORY_FORMATS:
+        raise SourceError(f"{src}: is a file, but format {format!r} reads a folder; "
+                          f"use -f {'/'.join(_FILE_FORMATS)} or -f auto for list files")
+    if root is None:
+        root = os.path.dirname(src)
+    elif not os.path.isdir(root):
+        raise MissingPathError(f"{root}: root directory does not exist; pass the folder that the "
+                               f"relative paths in {src} start from")
+    root = os.path.abspath(root)
+    if format == "auto":
+        format = _detect_file_format(src)
+    source = f"{format} {os.path.abspath(src)}"
+    if format == "csv":
+        items, classes = _read_csv(src, root)
+        return Listing(items, classes, source, root)
+    if format == "coco":
+        items, classes = _read_coco(src, root)
+        return Listing(items, classes, source, root)
+    return Listing(list(_read_list(src, root, format)), None, source, root)
+
+
+def _detect_file_format(src: str) -> str:
+    if src.lower().endswith(".csv"):
+        return "csv"
+    if src.lower().endswith(".json"):
+        return "coco"
+    for _, line in _data_lines(src):
+        columns = _split(line)
+        if len(columns) < 2 or _is_number(columns[1]):
+            return "list"
+        return "annolist" if columns[1].lstrip().startswith("{") else "masklist"
+    return "list"
+
+
+# -- folders with a labels folder (YOLO, masks) ------------------------------------------------
+def _scan_labelled_folder(src: str, format: str, labels: str | None, classes: str | None) -> Listing:
+    """An images folder whose YOLO label files (or masks) lie in the folder ``labels``."""
+    top = os.path.abspath(src)
+    if labels is None:
+        if format == "maskdir":
+            raise SourceError(f"{src}: format maskdir needs the folder of masks; pass it as labels (--labels DIR)")
+        labels = os.path.join(os.path.dirname(top), "labels")
+        if not os.path.isdir(labels):
+            raise MissingPathError(f"{labels}: no such folder; YOLO label files are looked for in a folder "
+                                   "`labels` beside the images folder, pass their folder as labels (--labels DIR)")
+    elif not os.path.isdir(labels):
+        what = "masks" if format == "maskdir" else "YOLO label files"
+        raise MissingPathError(f"{labels}: labels folder does not exist; pass the folder of the {what}")
+    labels = os.path.abspath(labels)
+    names = None if classes is None else _read_classes(classes)
+    found = _walk_images(top)
+    inside = os.path.relpath(labels, top).split(os.sep)
+    if inside[0] not in (os.curdir, os.pardir):  # the masks lie inside the images folder: they are no images
+        found = [parts for parts in found if list(parts[:len(inside)]) != inside]
+    source = f"{format} {top}"
+    if format == "maskdir":
+        return Listing(_match_masks(top, found, labels), names, source, top)
+    items = []
+    for parts in found:
+        label_file = os.path.join(labels, *parts[:-1], os.path.splitext(parts[-1])[0] + ".txt")
+        shapes = _read_yolo(label_file, format, names, classes) if os.path.isfile(label_file) else []
+        items.append(SourceItem(os.path.join(top, *parts), annotation=_annotation(shapes),
+                                pixel_centres=format == "yolo-seg"))
+    return Listing(items, names, source, top)

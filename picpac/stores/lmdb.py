@@ -1,0 +1,148 @@
+"""LMDB: an environment directory, keys ``%010d`` -> PPR1 records (needs the ``lmdb`` package)."""
+from __future__ import annotations
+
+import json
+import os
+
+from ..errors import CorruptError, FormatError
+from ..file.reader import Record
+from .base import StoreReader, StoreWriter, _corrupt, _require
+from .records import decode_record, encode_record
+
+
+LMDB_META_KEY = b"__picpac__"
+
+
+def _lmdb_key(i: int) -> bytes:
+    return b"%010d" % i
+
+
+class LmdbWriter(StoreWriter):
+    """LMDB environment (a directory with ``data.mdb``): key ``%010d`` -> PPR1 record."""
+
+    kind = "lmdb"
+    directory = True
+    _BATCH_BYTES = 64 << 20
+    _MAP_SIZE = 1 << 30  # the first map size; doubled whenever the map is full
+
+    def _start(self) -> None:
+        lmdb = _require("lmdb", "lmdb")
+        self._lmdb = lmdb
+        self._map_size = self._MAP_SIZE
+        self._env = lmdb.open(self._temp, map_size=self._map_size, subdir=True, lock=False, sync=False,
+                              metasync=False, meminit=False)
+        self._batch: list[tuple[bytes, bytes]] = []
+        self._batch_bytes = 0
+
+    def _write(self, index, fields, label, group, meta) -> None:
+        value = encode_record(fields, label, group, meta)
+        self._batch.append((_lmdb_key(index), value))
+        self._batch_bytes += len(value)
+        if self._batch_bytes >= self._BATCH_BYTES or len(self._batch) >= 4096:
+            self._flush()
+
+    def _flush(self) -> None:
+        while self._batch:
+            try:
+                with self._env.begin(write=True) as txn:
+                    for key, value in self._batch:
+                        txn.put(key, value, append=True)
+            except self._lmdb.MapFullError:
+                self._map_size *= 2
+                self._env.set_mapsize(self._map_size)
+                continue
+            self._batch, self._batch_bytes = [], 0
+
+    def _finish(self) -> None:
+        meta = {"store": "picpac-lmdb", "version": 1, "serialisation": "PPR1", "key": "%010d",
+                "count": self._count, "metadata": self.metadata}
+        self._batch.append((LMDB_META_KEY, json.dumps(meta).encode()))
+        self._flush()
+        self._env.sync(True)
+        self._env.close()
+
+    def _release(self) -> None:
+        env = getattr(self, "_env", None)
+        if env is not None:
+            env.close()
+
+
+_LMDB_ENVS: dict[str, list] = {}
+"""Open read-only environments by real path: [environment, readers using it, pid]. py-lmdb allows one
+environment per path and process, so readers of one store share it."""
+
+
+def _lmdb_env(path: str):
+    lmdb = _require("lmdb", "lmdb")
+    key = os.path.realpath(path)
+    entry = _LMDB_ENVS.get(key)
+    if entry is not None and entry[2] != os.getpid():
+        # inherited from the parent of a fork: LMDB environments must not cross a fork, so the child
+        # closes its copy (the parent's stays open) and opens its own
+        try:
+            entry[0].close()
+        except lmdb.Error:
+            pass
+        del _LMDB_ENVS[key]
+        entry = None
+    if entry is None:
+        try:
+            env = lmdb.open(path, readonly=True, lock=False, subdir=os.path.isdir(path), max_readers=1024)
+        except lmdb.Error as exc:
+            raise FormatError(f"{path}: not an LMDB store ({exc})") from None
+        # a page past the end of a truncated file would be a SIGBUS when mapped: check the size first
+        data = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
+        needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        if os.path.getsize(data) < needed:
+            env.close()
+            raise CorruptError(f"{path}: truncated LMDB store ({data} has {os.path.getsize(data):,} bytes, "
+                               f"its pages need {needed:,})")
+        entry = _LMDB_ENVS[key] = [env, 0, os.getpid()]
+    entry[1] += 1
+    return entry[0]
+
+
+def _lmdb_release(path: str) -> None:
+    key = os.path.realpath(path)
+    entry = _LMDB_ENVS.get(key)
+    if entry is not None and entry[2] == os.getpid():
+        entry[1] -= 1
+        if entry[1] <= 0:
+            del _LMDB_ENVS[key]
+            entry[0].close()
+
+
+class LmdbReader(StoreReader):
+    kind = "lmdb"
+
+    def _open(self) -> None:
+        self._env = _lmdb_env(self.path)
+        self._txn = self._env.begin(buffers=False)
+        raw = self._txn.get(LMDB_META_KEY)
+        if raw is None:
+            raise FormatError(f"{self.path}: an LMDB store without the {LMDB_META_KEY.decode()} key; "
+                              "not written by picpac (picpac export --to lmdb)")
+        try:
+            info = json.loads(raw)
+            self.metadata, self._count = info["metadata"], int(info["count"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptError(f"{self.path}: damaged {LMDB_META_KEY.decode()} entry ({exc})") from None
+        if info.get("serialisation") != "PPR1":
+            raise FormatError(f"{self.path}: records serialised as {info.get('serialisation')!r}; "
+                              "this picpac reads PPR1")
+
+    def _read(self, i: int) -> Record:
+        value = self._txn.get(_lmdb_key(i))
+        if value is None:
+            raise _corrupt(self.path, i, f"is missing (no key {_lmdb_key(i).decode()})")
+        fields, label, group, meta = decode_record(value, self.path, i, self.check)
+        return self._record(i, fields, label, group, meta)
+
+    def _after_fork(self) -> None:
+        self._txn = self._env = None
+        self._open()
+
+    def _close(self) -> None:
+        if getattr(self, "_env", None) is not None:
+            self._txn = self._env = None
+            _lmdb_release(self.path)

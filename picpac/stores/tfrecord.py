@@ -1,0 +1,166 @@
+"""TFRecord: framed ``tf.train.Example``s with masked CRC32C, read and written without TensorFlow."""
+from __future__ import annotations
+
+import json
+import math
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError
+from ..file.reader import Record
+from .base import StoreWriter, _corrupt, _MappedReader
+from .checksums import masked_crc32c
+from .example import decode_example, encode_example
+
+
+_TF_PREFIX = "picpac/"
+_TF_LABEL, _TF_GROUP, _TF_META, _TF_DATASET = "picpac/label", "picpac/group", "picpac/meta", "picpac/dataset"
+
+
+def tfrecord_frame(data: Any) -> bytes:
+    """One TFRecord: u64 length, masked CRC32C of the length, the data, masked CRC32C of the data."""
+    length = struct.pack("<Q", len(data))
+    return length + struct.pack("<I", masked_crc32c(length)) + bytes(data) + struct.pack("<I", masked_crc32c(data))
+
+
+def _label_feature(label: float) -> tuple[str, list]:
+    """int64 for a whole number (a class id), float when float32 holds it exactly, else the double's bytes."""
+    if label.is_integer() and -2**63 <= label < 2**63 and math.copysign(1.0, label) > 0:
+        return "int64", [int(label)]
+    with np.errstate(over="ignore"):
+        if float(np.float32(label)) == label:
+            return "float", [label]
+    return "bytes", [struct.pack("<d", label)]
+
+
+class TFRecordWriter(StoreWriter):
+    """TFRecord file of ``tf.train.Example``s: one bytes feature per field, ``picpac/label`` (int64 when the
+    label is a whole number, float when float32 holds it exactly, else its 8 bytes as a double),
+    ``picpac/group`` (int64), ``picpac/meta`` (JSON bytes); the last example also holds the dataset
+    metadata as ``picpac/dataset`` (a store of no records: one example holding only that)."""
+
+    kind = "tfrecord"
+
+    def _check_name(self, name: str) -> None:
+        if name.startswith(_TF_PREFIX):
+            raise PicPacValueError(f"{self.path}: field name {name!r}: names starting with {_TF_PREFIX!r} are "
+                                   "reserved in the tfrecord format; rename the field")
+
+    def _start(self) -> None:
+        self._file = open(self._temp, "wb")
+        self._last: tuple | None = None  # the last record waits: it gets the dataset metadata
+
+    def _example(self, fields, label, group, meta, dataset: dict | None) -> bytes:
+        features: dict[str, tuple[str, list]] = {name: ("bytes", [view]) for name, view in fields.items()}
+        features[_TF_LABEL] = _label_feature(label)
+        if group is not None:
+            features[_TF_GROUP] = ("int64", [group])
+        if meta:
+            features[_TF_META] = ("bytes", [meta])
+        if dataset is not None:
+            features[_TF_DATASET] = ("bytes", [json.dumps(dataset).encode()])
+        return encode_example(features)
+
+    def _write(self, index, fields, label, group, meta) -> None:
+        if self._last is not None:
+            self._file.write(tfrecord_frame(self._example(*self._last, None)))
+        self._last = (fields, label, group, meta)
+
+    def _finish(self) -> None:
+        if self._last is None:
+            example = encode_example({_TF_DATASET: ("bytes", [json.dumps(self.metadata).encode()])})
+        else:
+            example = self._example(*self._last, self.metadata)
+        self._file.write(tfrecord_frame(example))
+        self._file.close()
+
+    def _release(self) -> None:
+        file = getattr(self, "_file", None)
+        if file is not None:
+            file.close()
+
+
+class TFRecordReader(_MappedReader):
+    """Reads TFRecord files of ``tf.train.Example``s: those written by :class:`TFRecordWriter` exactly,
+    others as bytes features -> fields (a list of k > 1 values as ``name[0]`` ...) and numeric
+    features -> meta lists. Every record's length and data CRC32C are checked (data: with ``check``)."""
+
+    kind = "tfrecord"
+
+    def _open(self) -> None:
+        view = self._map(self.path)
+        size = len(view)
+        starts, lengths = [], []
+        pos = 0
+        unpack = struct.Struct("<QI").unpack_from
+        while pos < size:
+            n = len(starts)
+            if pos + 12 > size:
+                raise self._bad(n, pos, f"is truncated: {size - pos} bytes where a 12-byte record head starts")
+            length, length_crc = unpack(view, pos)
+            if masked_crc32c(view[pos:pos + 8]) != length_crc:
+                raise self._bad(n, pos, "fails its length CRC32C")
+            end = pos + 12 + length + 4
+            if end > size:
+                raise self._bad(n, pos, f"is truncated: its {length} bytes run past the end of the file ({size} bytes)")
+            starts.append(pos + 12)
+            lengths.append(length)
+            pos = end
+        self._starts, self._lengths = starts, lengths
+        self._count = len(starts)
+        if starts:
+            try:
+                last = decode_example(self._data(len(starts) - 1))
+            except ValueError as exc:
+                raise FormatError(f"{self.path}: record {len(starts) - 1} is not a tf.train.Example ({exc})") from None
+            if _TF_DATASET in last:
+                try:
+                    self.metadata = json.loads(bytes(last[_TF_DATASET][1][0]))
+                except (ValueError, IndexError) as exc:
+                    raise CorruptError(f"{self.path}: damaged {_TF_DATASET} feature ({exc})") from None
+                if len(last) == 1:
+                    self._count -= 1  # only the dataset metadata: a store of no records
+
+    def _bad(self, n: int, pos: int, reason: str) -> PicPacError:
+        if n == 0:
+            return FormatError(f"{self.path}: not a TFRecord file (its first record {reason})")
+        return _corrupt(self.path, n, f"at byte {pos} {reason}")
+
+    def _data(self, k: int) -> memoryview:
+        start, length = self._starts[k], self._lengths[k]
+        data = self._view[start:start + length]
+        if self.check and masked_crc32c(data) != struct.unpack_from("<I", self._view, start + length)[0]:
+            raise _corrupt(self.path, k, "fails its data CRC32C (damaged bytes)")
+        return data
+
+    def _read(self, i: int) -> Record:
+        try:
+            features = decode_example(self._data(i))
+        except ValueError as exc:
+            raise _corrupt(self.path, i, f"is not a tf.train.Example ({exc})") from None
+        return self._from_features(i, features)
+
+    def _from_features(self, i: int, features: dict) -> Record:
+        label, group, meta, extra = 0.0, None, b"", {}
+        fields = {}
+        for name, (kind, values) in features.items():
+            if name == _TF_LABEL and values:
+                label = float(values[0]) if kind != "bytes" else struct.unpack("<d", values[0])[0]
+            elif name == _TF_GROUP and kind == "int64" and values:
+                group = values[0]
+            elif name == _TF_META and kind == "bytes" and values:
+                meta = values[0]
+            elif name == _TF_DATASET:
+                continue
+            elif kind == "bytes":
+                if len(values) == 1:
+                    fields[name] = values[0]
+                else:
+                    fields.update((f"{name}[{k}]", v) for k, v in enumerate(values))
+            else:
+                extra[name] = values
+        if extra:
+            meta = {**(json.loads(bytes(meta)) if len(meta) else {}), **extra}
+        return self._record(i, self._ordered(fields), label, group, meta)

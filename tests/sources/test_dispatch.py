@@ -1,0 +1,33 @@
+"""scan() (picpac/sources/dispatch.py): which options each format takes, a file or a folder."""
+from __future__ import annotations
+
+import pytest
+
+from picpac import MissingPathError, SourceError
+from picpac.sources import scan
+
+from source_helpers import touch_images, write_text
+
+
+def test_labels_and_classes_options_only_where_they_apply(tmp_path):
+    images = touch_images(tmp_path / "images", "a.jpg")
+    names = write_text(tmp_path / "names.txt", "cat\n")
+    with pytest.raises(SourceError, match=r"labels \(--labels\) applies to the formats yolo, yolo-seg, "
+                                          r"maskdir, not to 'dir'"):
+        scan(images, "dir", labels=tmp_path)
+    with pytest.raises(SourceError, match=r"classes \(--classes\) applies to .*not to 'auto'"):
+        scan(images, classes=names)
+    with pytest.raises(SourceError, match=r"classes \(--classes\) applies to .*not to 'coco'"):
+        scan(write_text(tmp_path / "coco.json", "{}"), "coco", classes=names)
+    with pytest.raises(MissingPathError, match=r"labels: no such folder; YOLO label files are looked for"):
+        scan(images, "yolo")
+    with pytest.raises(MissingPathError, match=r"nowhere: labels folder does not exist"):
+        scan(images, "yolo-seg", labels=tmp_path / "nowhere")
+    with pytest.raises(MissingPathError, match=r"none.txt: classes file does not exist"):
+        scan(images, "yolo", labels=tmp_path, classes=tmp_path / "none.txt")
+    with pytest.raises(SourceError, match=r"format maskdir needs the folder of masks; pass it as labels"):
+        scan(images, "maskdir")
+    with pytest.raises(SourceError, match=r"root \(--root\) applies to list, CSV and COCO sources"):
+        scan(images, "yolo", root=tmp_path)
+    with pytest.raises(SourceError, match=r"coco.json: is a file, but format 'yolo' reads a folder"):
+        scan(tmp_path / "coco.json", "yolo", labels=tmp_path)
