@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import (CorruptRecordError, FormatError, MissingPathError, PicPacError,
-                     PicPacTypeError, PicPacValueError)
+                      PicPacTypeError, PicPacValueError)
 from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, NO_GROUP, RECORD_HEAD, ArraySpec, crc32, crc32_joined,
                      crc32_powers, field_table, parse_arrays, read_commit, read_header)
 

@@ -50,7 +50,7 @@ class Listing:
 
 
 # -- image files -------------------------------------------------------------------------------
-def _walk_images(top: str) -> list[tuple[str, ...]]:
+def walk_images(top: str) -> list[tuple[str, ...]]:
     """Relative path parts of every image under ``top``, sorted; hidden files and folders skipped."""
     found = []
     for dirpath, dirnames, filenames in os.walk(top):
@@ -66,12 +66,12 @@ def _is_image_name(name: str) -> bool:
     return os.path.splitext(name)[1].lower() in IMAGE_EXTENSIONS
 
 
-def _is_integer(name: str) -> bool:
+def is_integer(name: str) -> bool:
     return name.isascii() and name.isdigit()
 
 
 # -- text lines --------------------------------------------------------------------------------
-def _data_lines(src: str, what: str = "list files") -> Iterator[tuple[int, str]]:
+def data_lines(src: str, what: str = "list files") -> Iterator[tuple[int, str]]:
     """(line number, line) for every line that is neither blank nor a # comment."""
     try:
         with open(src, encoding="utf-8-sig") as f:
@@ -84,7 +84,7 @@ def _data_lines(src: str, what: str = "list files") -> Iterator[tuple[int, str]]
                           f"{what} must be UTF-8") from None
 
 
-def _is_number(text: str) -> bool:
+def is_number(text: str) -> bool:
     try:
         float(text)
     except ValueError:
@@ -92,23 +92,23 @@ def _is_number(text: str) -> bool:
     return True
 
 
-def _resolve(root: str, path: str) -> str:
+def resolve_path(root: str, path: str) -> str:
     return os.path.normpath(os.path.join(root, path))
 
 
 # -- PicPac shapes -----------------------------------------------------------------------------
-def _shape(kind: str, geometry: dict[str, Any], label: int, tag: int | None = None) -> dict[str, Any]:
+def shape_json(kind: str, geometry: dict[str, Any], label: int, tag: int | None = None) -> dict[str, Any]:
     shape = {"type": kind, "geometry": geometry, "label": label}
     if tag is not None:
         shape["tag"] = tag
     return shape
 
 
-def _rect(x: float, y: float, width: float, height: float) -> dict[str, float]:
+def rect_json(x: float, y: float, width: float, height: float) -> dict[str, float]:
     return {"x": _rounded(x), "y": _rounded(y), "width": _rounded(width), "height": _rounded(height)}
 
 
-def _points(coordinates: list[float], width: float = 1.0, height: float = 1.0) -> list[dict[str, float]]:
+def points_json(coordinates: list[float], width: float = 1.0, height: float = 1.0) -> list[dict[str, float]]:
     """``[x1, y1, x2, y2, ...]`` divided by ``width``/``height`` as PicPac points."""
     return [{"x": _rounded(x / width), "y": _rounded(y / height)}
             for x, y in zip(coordinates[::2], coordinates[1::2])]
@@ -133,5 +133,5 @@ def _rounded(value: float) -> float:
     return round(value, _DECIMALS) + 0.0  # + 0.0 turns -0.0 into 0.0
 
 
-def _annotation(shapes: list[dict[str, Any]]) -> bytes:
+def annotation_json(shapes: list[dict[str, Any]]) -> bytes:
     return json.dumps({"shapes": shapes}, separators=(",", ":")).encode()

@@ -7,10 +7,10 @@ import math
 from typing import Any
 
 from ..errors import SourceError
-from .base import SourceItem, _annotation, _points, _rect, _resolve, _shape
+from .base import SourceItem, annotation_json, points_json, rect_json, resolve_path, shape_json
 
 
-def _read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
+def read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
     """Items of a COCO instances or panoptic JSON file, one per image, and the category names by id."""
     try:
         with open(src, "rb") as f:
@@ -33,7 +33,7 @@ def _read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]
         if not isinstance(name, str) or not name:
             raise SourceError(f"{where}: no `file_name`; every image needs the path of its file")
         width, height = (_coco_size(entry.get(k), where, k) for k in ("width", "height"))
-        images[key] = (_resolve(root, name), width, height, [])
+        images[key] = (resolve_path(root, name), width, height, [])
     for i, annotation in enumerate(annotations):
         where = f"{src}: annotations[{i}]"
         annotation = _coco_object(annotation, where, "annotation")
@@ -51,7 +51,7 @@ def _read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]
                                         f"{where}.segments_info[{j}]", width, height))
         else:
             shapes.append(_coco_instance(annotation, where, width, height))
-    items = [SourceItem(path, annotation=_annotation(shapes)) for path, _, _, shapes in images.values()]
+    items = [SourceItem(path, annotation=annotation_json(shapes)) for path, _, _, shapes in images.values()]
     return items, _coco_classes(_coco_list(data, "categories", src), src)
 
 
@@ -68,11 +68,11 @@ def _coco_instance(annotation: dict[str, Any], where: str, width: float, height:
         if len(part) % 2:
             raise SourceError(f"{where}: a segmentation polygon has an odd number of coordinates ({len(part)}); "
                               "every point is an x and a y")
-        parts.append(_points(part, width, height))
+        parts.append(points_json(part, width, height))
     label = _coco_category(annotation, where)
     if len(parts) == 1:
-        return _shape("polygon", {"points": parts[0]}, label)
-    return _shape("polygons", {"polygons": parts}, label)
+        return shape_json("polygon", {"points": parts[0]}, label)
+    return shape_json("polygons", {"polygons": parts}, label)
 
 
 def _coco_box(annotation: dict[str, Any], where: str, width: float, height: float) -> dict[str, Any]:
@@ -82,8 +82,8 @@ def _coco_box(annotation: dict[str, Any], where: str, width: float, height: floa
         raise SourceError(f"{where}: expected `bbox` [x, y, width, height] in pixels, got {box!r}; an object "
                           "without a polygon segmentation needs its bbox")
     x, y, w, h = box
-    return _shape("rect", _rect(x / width, y / height, w / width, h / height), _coco_category(annotation, where),
-                  1 if annotation.get("iscrowd") else None)
+    return shape_json("rect", rect_json(x / width, y / height, w / width, h / height),
+                      _coco_category(annotation, where), 1 if annotation.get("iscrowd") else None)
 
 
 def _coco_category(annotation: dict[str, Any], where: str) -> int:

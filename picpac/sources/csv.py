@@ -6,12 +6,12 @@ import csv
 
 from ..errors import SourceError
 from ..file.layout import NO_GROUP
-from .base import SourceItem, _is_number, _resolve
+from .base import SourceItem, is_number, resolve_path
 
 _CSV_COLUMNS = ("path", "label", "group", "annotation", "mask")
 
 
-def _read_csv(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
+def read_csv(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
     """Items of a CSV with a header (columns path, label, group, annotation, mask) and its classes."""
     try:
         with open(src, encoding="utf-8-sig", newline="") as f:
@@ -40,7 +40,7 @@ def _csv_labels(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[float], li
         if not cells["label"]:
             raise SourceError(f"{where}: empty label; give every row a label (a number or a class name)")
     texts = [cells["label"] for _, cells in rows]
-    if all(map(_is_number, texts)):
+    if all(map(is_number, texts)):
         return [float(t) for t in texts], None
     classes = sorted(set(texts))
     position = {name: float(i) for i, name in enumerate(classes)}
@@ -50,9 +50,9 @@ def _csv_labels(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[float], li
 def _csv_item(root: str, where: str, cells: dict[str, str], label: float) -> SourceItem:
     if not cells["path"]:
         raise SourceError(f"{where}: empty path; every row needs the image path")
-    return SourceItem(_resolve(root, cells["path"]), label=label, group=_group(cells["group"], where),
+    return SourceItem(resolve_path(root, cells["path"]), label=label, group=_group(cells["group"], where),
                       annotation=cells["annotation"].encode() or None,
-                      mask_path=_resolve(root, cells["mask"]) if cells["mask"] else None, line=where)
+                      mask_path=resolve_path(root, cells["mask"]) if cells["mask"] else None, line=where)
 
 
 def _group(text: str, where: str) -> int | None:

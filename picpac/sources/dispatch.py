@@ -5,13 +5,13 @@ from __future__ import annotations
 import os
 
 from ..errors import MissingPathError, SourceError
-from .base import FORMATS, Listing, SourceItem, _annotation, _data_lines, _is_number, _walk_images
-from .coco import _read_coco
-from .csv import _read_csv
-from .folders import _scan_folder
-from .lists import _read_list, _split
-from .masks import _match_masks
-from .yolo import _read_classes, _read_yolo
+from .base import FORMATS, Listing, SourceItem, annotation_json, data_lines, is_number, walk_images
+from .coco import read_coco
+from .csv import read_csv
+from .folders import scan_folder
+from .lists import read_list, split_columns
+from .masks import match_masks
+from .yolo import read_classes, read_yolo
 
 _DIRECTORY_FORMATS = ("dir", "classdirs", "imagefolder", "yolo", "yolo-seg", "maskdir")
 _FILE_FORMATS = ("list", "annolist", "masklist", "csv", "coco")
@@ -49,7 +49,7 @@ def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike |
     if format in _LABELLED_FORMATS:
         return _scan_labelled_folder(src, format, None if labels is None else os.fspath(labels),
                                      None if classes is None else os.fspath(classes))
-    return _scan_folder(src, format)
+    return scan_folder(src, format)
 
 
 def _scan_file(src: str, format: str, root: str | None) -> Listing:
@@ -66,12 +66,12 @@ def _scan_file(src: str, format: str, root: str | None) -> Listing:
         format = _detect_file_format(src)
     source = f"{format} {os.path.abspath(src)}"
     if format == "csv":
-        items, classes = _read_csv(src, root)
+        items, classes = read_csv(src, root)
         return Listing(items, classes, source, root)
     if format == "coco":
-        items, classes = _read_coco(src, root)
+        items, classes = read_coco(src, root)
         return Listing(items, classes, source, root)
-    return Listing(list(_read_list(src, root, format)), None, source, root)
+    return Listing(list(read_list(src, root, format)), None, source, root)
 
 
 def _detect_file_format(src: str) -> str:
@@ -79,9 +79,9 @@ def _detect_file_format(src: str) -> str:
         return "csv"
     if src.lower().endswith(".json"):
         return "coco"
-    for _, line in _data_lines(src):
-        columns = _split(line)
-        if len(columns) < 2 or _is_number(columns[1]):
+    for _, line in data_lines(src):
+        columns = split_columns(line)
+        if len(columns) < 2 or is_number(columns[1]):
             return "list"
         return "annolist" if columns[1].lstrip().startswith("{") else "masklist"
     return "list"
@@ -102,18 +102,18 @@ def _scan_labelled_folder(src: str, format: str, labels: str | None, classes: st
         what = "masks" if format == "maskdir" else "YOLO label files"
         raise MissingPathError(f"{labels}: labels folder does not exist; pass the folder of the {what}")
     labels = os.path.abspath(labels)
-    names = None if classes is None else _read_classes(classes)
-    found = _walk_images(top)
+    names = None if classes is None else read_classes(classes)
+    found = walk_images(top)
     inside = os.path.relpath(labels, top).split(os.sep)
     if inside[0] not in (os.curdir, os.pardir):  # the masks lie inside the images folder: they are no images
         found = [parts for parts in found if list(parts[:len(inside)]) != inside]
     source = f"{format} {top}"
     if format == "maskdir":
-        return Listing(_match_masks(top, found, labels), names, source, top)
+        return Listing(match_masks(top, found, labels), names, source, top)
     items = []
     for parts in found:
         label_file = os.path.join(labels, *parts[:-1], os.path.splitext(parts[-1])[0] + ".txt")
-        shapes = _read_yolo(label_file, format, names, classes) if os.path.isfile(label_file) else []
-        items.append(SourceItem(os.path.join(top, *parts), annotation=_annotation(shapes),
+        shapes = read_yolo(label_file, format, names, classes) if os.path.isfile(label_file) else []
+        items.append(SourceItem(os.path.join(top, *parts), annotation=annotation_json(shapes),
                                 pixel_centres=format == "yolo-seg"))
     return Listing(items, names, source, top)

@@ -5,24 +5,24 @@ from __future__ import annotations
 import os
 
 from ..errors import SourceError
-from .base import Listing, SourceItem, _is_integer, _walk_images
+from .base import Listing, SourceItem, is_integer, walk_images
 
 
-def _scan_folder(src: str, format: str) -> Listing:
+def scan_folder(src: str, format: str) -> Listing:
     top = os.path.abspath(src)
-    found = _walk_images(top)
+    found = walk_images(top)
     classes = _class_folders(found)
     if format == "auto":
         # Images lying directly in the folder mean it is no class layout (they would be left out).
         if not classes or any(len(parts) == 1 for parts in found):
             format = "dir"
         else:
-            format = "classdirs" if all(map(_is_integer, classes)) else "imagefolder"
+            format = "classdirs" if all(map(is_integer, classes)) else "imagefolder"
     source = f"{format} {top}"
     if format == "dir":
         return Listing([SourceItem(os.path.join(top, *parts)) for parts in found], None, source, top)
     if format == "classdirs":
-        bad = [name for name in classes if not _is_integer(name)]
+        bad = [name for name in classes if not is_integer(name)]
         if bad:
             raise SourceError(f"{src}: format classdirs needs subfolders named 0..N-1, found {bad[0]!r}; "
                               "use -f imagefolder for class names")

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from ..errors import SourceError
-from .base import SourceItem, _data_lines, _resolve
+from .base import SourceItem, data_lines, resolve_path
 
 
-def _split(line: str, last: bool = False) -> list[str]:
+def split_columns(line: str, last: bool = False) -> list[str]:
     """``path<TAB>rest``; without a tab, split at whitespace (the last run of it if ``last``)."""
     if "\t" in line:
         return line.split("\t", 1)
@@ -18,19 +18,19 @@ def _split(line: str, last: bool = False) -> list[str]:
 _LIST_SYNTAX = {"list": "path<TAB>label", "annolist": "path<TAB>json-annotation", "masklist": "path<TAB>mask-path"}
 
 
-def _read_list(src: str, root: str, format: str) -> Iterator[SourceItem]:
-    for number, line in _data_lines(src):
+def read_list(src: str, root: str, format: str) -> Iterator[SourceItem]:
+    for number, line in data_lines(src):
         where = f"{src}:{number}"
-        columns = _split(line, last=format == "list")
+        columns = split_columns(line, last=format == "list")
         if len(columns) < 2 or not columns[0].strip() or not columns[1].strip():
             raise SourceError(f"{where}: expected `{_LIST_SYNTAX[format]}`, got {line!r}")
-        path, rest = _resolve(root, columns[0].strip()), columns[1]
+        path, rest = resolve_path(root, columns[0].strip()), columns[1]
         if format == "list":
             yield SourceItem(path, label=_label(rest.strip(), where), line=where)
         elif format == "annolist":
             yield SourceItem(path, annotation=rest.encode(), line=where)
         else:
-            yield SourceItem(path, mask_path=_resolve(root, rest.strip()), line=where)
+            yield SourceItem(path, mask_path=resolve_path(root, rest.strip()), line=where)
 
 
 def _label(text: str, where: str) -> float:

@@ -5,17 +5,17 @@ from __future__ import annotations
 import os
 
 from ..errors import SourceError
-from .base import SourceItem, _walk_images
+from .base import SourceItem, walk_images
 
 
-def _match_masks(top: str, found: list[tuple[str, ...]], masks: str) -> list[SourceItem]:
+def match_masks(top: str, found: list[tuple[str, ...]], masks: str) -> list[SourceItem]:
     """Each image with the mask of the same stem (any image extension) at the same place under ``masks``.
 
     An image without a mask gets the path ``<stem>.png`` that does not exist: the importer skips it
     and lists it as missing its mask.
     """
     by_stem: dict[tuple[str, ...], tuple[str, ...]] = {}
-    for parts in _walk_images(masks):
+    for parts in walk_images(masks):
         key = parts[:-1] + (os.path.splitext(parts[-1])[0],)
         if key in by_stem:
             raise SourceError(f"{masks}: masks {os.path.join(*by_stem[key])} and {os.path.join(*parts)} have "

@@ -9,15 +9,15 @@ from typing import Any
 import yaml
 
 from ..errors import MissingPathError, SourceError
-from .base import _data_lines, _is_integer, _points, _rect, _shape
+from .base import data_lines, is_integer, points_json, rect_json, shape_json
 
 _YOLO_SYNTAX = {"yolo": "class cx cy w h", "yolo-seg": "class x1 y1 x2 y2 x3 y3 ..."}
 
 
-def _read_yolo(src: str, format: str, names: list[str] | None, classes: str | None) -> list[dict[str, Any]]:
+def read_yolo(src: str, format: str, names: list[str] | None, classes: str | None) -> list[dict[str, Any]]:
     """The shapes of one YOLO label file: a rect (yolo) or a polygon (yolo-seg) per line."""
     shapes = []
-    for number, line in _data_lines(src, "YOLO label files"):
+    for number, line in data_lines(src, "YOLO label files"):
         where = f"{src}:{number}"
         values = line.split()
         label = _class_id(values[0], where, names, classes)
@@ -27,7 +27,7 @@ def _read_yolo(src: str, format: str, names: list[str] | None, classes: str | No
                 raise SourceError(f"{where}: expected `{_YOLO_SYNTAX[format]}` (5 values), got {len(values)} "
                                   f"values in {line!r}; polygon lines `class x1 y1 x2 y2 ...` are read by -f yolo-seg")
             cx, cy, w, h = coordinates
-            shapes.append(_shape("rect", _rect(cx - w / 2, cy - h / 2, w, h), label))
+            shapes.append(shape_json("rect", rect_json(cx - w / 2, cy - h / 2, w, h), label))
             continue
         if len(coordinates) % 2:
             raise SourceError(f"{where}: expected `{_YOLO_SYNTAX[format]}`, got an odd number of coordinates "
@@ -35,12 +35,12 @@ def _read_yolo(src: str, format: str, names: list[str] | None, classes: str | No
         if len(coordinates) < 6:
             raise SourceError(f"{where}: expected `{_YOLO_SYNTAX[format]}`, got {len(coordinates) // 2} points; "
                               "a polygon needs at least 3 (detection lines `class cx cy w h` are read by -f yolo)")
-        shapes.append(_shape("polygon", {"points": _points(coordinates)}, label))
+        shapes.append(shape_json("polygon", {"points": points_json(coordinates)}, label))
     return shapes
 
 
 def _class_id(text: str, where: str, names: list[str] | None, classes: str | None) -> int:
-    if not _is_integer(text):
+    if not is_integer(text):
         raise SourceError(f"{where}: class {text!r} is not an integer; a YOLO line starts with the class id "
                           "(0, 1, ...)")
     label = int(text)
@@ -60,7 +60,7 @@ def _coordinate(text: str, where: str) -> float:
 
 
 # -- class names files -------------------------------------------------------------------------
-def _read_classes(src: str) -> list[str]:
+def read_classes(src: str) -> list[str]:
     """Class names from a YAML file (``names:`` or ``classes:``, a list or an ``id: name`` mapping)
     or a text file with one name per line; a mapping becomes a list indexed by id ("" for gaps)."""
     if not os.path.isfile(src):
@@ -102,7 +102,7 @@ def _yaml_classes(src: str) -> list[str]:
     if isinstance(names, dict) and names:
         ids = {}
         for key, name in names.items():
-            if isinstance(key, bool) or not (isinstance(key, int) or _is_integer(str(key))) or int(key) < 0:
+            if isinstance(key, bool) or not (isinstance(key, int) or is_integer(str(key))) or int(key) < 0:
                 raise SourceError(f"{src}: class id {key!r} is not an integer 0, 1, ...; write `names:` as "
                                   "`id: name` lines")
             ids[int(key)] = str(name)

@@ -23,7 +23,7 @@ class MissingPackageError(PicPacError, ImportError):
     """A format needs an optional package (``pip install picpac[formats]``)."""
 
 
-def _require(module: str, kind: str):
+def require_package(module: str, kind: str):
     try:
         return __import__(module)
     except ImportError:
@@ -31,7 +31,7 @@ def _require(module: str, kind: str):
                                   "pip install picpac[formats]") from None
 
 
-def _corrupt(path: str, index: int, reason: str) -> CorruptError:
+def corrupt_error(path: str, index: int, reason: str) -> CorruptError:
     error = CorruptError(f"{path}: record {index} {reason}")
     error.path, error.index, error.reason = path, index, reason
     return error
@@ -297,7 +297,7 @@ class StoreReader:
         return f"{type(self).__name__}({self.path!r}, records={self._count}, fields={self.fields})"
 
 
-class _MappedReader(StoreReader):
+class MappedReader(StoreReader):
     """A reader over one memory-mapped file (inherited as is by forked children)."""
 
     def _map(self, path: str) -> memoryview:

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import CorruptError, FormatError, MissingPathError
 from ..file.reader import Record
-from .base import StoreWriter, _MappedReader
+from .base import StoreWriter, MappedReader
 from .records import decode_record, encode_record
 
 
@@ -53,7 +53,7 @@ class BinaryWriter(StoreWriter):
             file.close()
 
 
-class BinaryReader(_MappedReader):
+class BinaryReader(MappedReader):
     kind = "binary"
 
     def _open(self) -> None:

@@ -9,7 +9,7 @@ import numpy as np
 from ..errors import CorruptError, FormatError, PicPacValueError
 from ..file.layout import NO_GROUP
 from ..file.reader import Record
-from .base import StoreReader, StoreWriter, _corrupt, _require
+from .base import StoreReader, StoreWriter, corrupt_error, require_package
 
 
 class HDF5Writer(StoreWriter):
@@ -27,7 +27,7 @@ class HDF5Writer(StoreWriter):
                                    "rename the field")
 
     def _start(self) -> None:
-        h5py = _require("h5py", "hdf5")
+        h5py = require_package("h5py", "hdf5")
         self._h5py = h5py
         self._file = h5py.File(self._temp, "w")
         self._file.attrs["picpac_store"] = "picpac-hdf5 1"
@@ -97,7 +97,7 @@ class HDF5Reader(StoreReader):
     kind = "hdf5"
 
     def _open(self) -> None:
-        h5py = _require("h5py", "hdf5")
+        h5py = require_package("h5py", "hdf5")
         if os.path.isdir(self.path):
             raise FormatError(f"{self.path}: is a directory, not an HDF5 file")
         try:
@@ -129,7 +129,7 @@ class HDF5Reader(StoreReader):
                       if self._present[name][i]}
             meta = self._meta[i]
         except (OSError, ValueError) as exc:
-            raise _corrupt(self.path, i, f"cannot be read ({exc})") from None
+            raise corrupt_error(self.path, i, f"cannot be read ({exc})") from None
         group = int(self.groups[i])
         return self._record(i, fields, float(self.labels[i]), None if group == NO_GROUP else group,
                             meta.encode() if isinstance(meta, str) else meta)

@@ -6,7 +6,7 @@ import os
 
 from ..errors import CorruptError, FormatError
 from ..file.reader import Record
-from .base import StoreReader, StoreWriter, _corrupt, _require
+from .base import StoreReader, StoreWriter, corrupt_error, require_package
 from .records import decode_record, encode_record
 
 
@@ -26,7 +26,7 @@ class LmdbWriter(StoreWriter):
     _MAP_SIZE = 1 << 30  # the first map size; doubled whenever the map is full
 
     def _start(self) -> None:
-        lmdb = _require("lmdb", "lmdb")
+        lmdb = require_package("lmdb", "lmdb")
         self._lmdb = lmdb
         self._map_size = self._MAP_SIZE
         self._env = lmdb.open(self._temp, map_size=self._map_size, subdir=True, lock=False, sync=False,
@@ -73,7 +73,7 @@ environment per path and process, so readers of one store share it."""
 
 
 def _lmdb_env(path: str):
-    lmdb = _require("lmdb", "lmdb")
+    lmdb = require_package("lmdb", "lmdb")
     key = os.path.realpath(path)
     entry = _LMDB_ENVS.get(key)
     if entry is not None and entry[2] != os.getpid():
@@ -134,7 +134,7 @@ class LmdbReader(StoreReader):
     def _read(self, i: int) -> Record:
         value = self._txn.get(_lmdb_key(i))
         if value is None:
-            raise _corrupt(self.path, i, f"is missing (no key {_lmdb_key(i).decode()})")
+            raise corrupt_error(self.path, i, f"is missing (no key {_lmdb_key(i).decode()})")
         fields, label, group, meta = decode_record(value, self.path, i, self.check)
         return self._record(i, fields, label, group, meta)
 

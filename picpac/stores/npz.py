@@ -15,7 +15,7 @@ import numpy as np
 from ..errors import CorruptError, FormatError
 from ..file.layout import NO_GROUP
 from ..file.reader import Record
-from .base import StoreWriter, _MappedReader
+from .base import StoreWriter, MappedReader
 
 
 NPZ_META_KEY = "__picpac__"
@@ -82,7 +82,7 @@ class NpzWriter(StoreWriter):
             spool.close()
 
 
-class NpzReader(_MappedReader):
+class NpzReader(MappedReader):
     """Reads an npz store through a memory map of its (uncompressed) members; a compressed member is
     loaded whole with ``np.load``."""
 

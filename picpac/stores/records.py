@@ -8,7 +8,7 @@ from typing import Any
 
 from ..file.layout import NO_GROUP
 from ..file.writer import _as_bytes
-from .base import _corrupt
+from .base import corrupt_error
 
 
 PPR_MAGIC = b"PPR1"
@@ -40,12 +40,13 @@ def decode_record(data: Any, path: str = "<record>", index: int = 0, check: bool
     A wrong magic, CRC or layout raises CorruptError naming ``path`` and ``index``."""
     view = memoryview(data).cast("B") if not isinstance(data, memoryview) or data.format != "B" else data
     if len(view) < _PPR_HEAD.size:
-        raise _corrupt(path, index, f"is truncated ({len(view)} bytes, a PPR1 record has at least {_PPR_HEAD.size})")
+        raise corrupt_error(path, index,
+                            f"is truncated ({len(view)} bytes, a PPR1 record has at least {_PPR_HEAD.size})")
     magic, crc, n, _, meta_size, label, group = _PPR_HEAD.unpack_from(view)
     if magic != PPR_MAGIC:
-        raise _corrupt(path, index, f"is not a PPR1 record (starts with {bytes(magic)!r})")
+        raise corrupt_error(path, index, f"is not a PPR1 record (starts with {bytes(magic)!r})")
     if check and zlib.crc32(view[8:]) != crc:
-        raise _corrupt(path, index, "fails its CRC32 (damaged bytes)")
+        raise corrupt_error(path, index, "fails its CRC32 (damaged bytes)")
     try:
         table = _ppr_table(n).unpack_from(view, _PPR_HEAD.size)
         pos = _PPR_HEAD.size + _PPR_FIELD * n
@@ -61,7 +62,7 @@ def decode_record(data: Any, path: str = "<record>", index: int = 0, check: bool
             fields[name] = view[pos:end]
             pos = end
     except (struct.error, UnicodeDecodeError) as exc:
-        raise _corrupt(path, index, f"has a damaged PPR1 layout ({exc})") from None
+        raise corrupt_error(path, index, f"has a damaged PPR1 layout ({exc})") from None
     if pos != len(view):
-        raise _corrupt(path, index, f"has a damaged PPR1 layout (fields end at {pos}, record size {len(view)})")
+        raise corrupt_error(path, index, f"has a damaged PPR1 layout (fields end at {pos}, record size {len(view)})")
     return fields, label, None if group == NO_GROUP else group, meta

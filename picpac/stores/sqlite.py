@@ -7,7 +7,7 @@ import sqlite3
 
 from ..errors import CorruptError, FormatError, PicPacValueError
 from ..file.reader import Record
-from .base import StoreReader, StoreWriter, _corrupt
+from .base import StoreReader, StoreWriter, corrupt_error
 
 
 _SQL_RESERVED = frozenset({"id", "label", "group", "meta"})
@@ -98,9 +98,9 @@ class SqliteReader(StoreReader):
         try:
             row = self._db.execute(self._select, (i,)).fetchone()
         except sqlite3.DatabaseError as exc:
-            raise _corrupt(self.path, i, f"cannot be read ({exc})") from None
+            raise corrupt_error(self.path, i, f"cannot be read ({exc})") from None
         if row is None:
-            raise _corrupt(self.path, i, "is missing")
+            raise corrupt_error(self.path, i, "is missing")
         label, group, meta = row[:3]
         label = float(label)
         fields = {name: memoryview(value) for name, value in zip(self.metadata["fields"], row[3:])

@@ -10,7 +10,7 @@ from typing import Any
 
 from ..errors import CorruptError, FormatError, PicPacValueError
 from ..file.reader import Record
-from .base import StoreWriter, _corrupt, _MappedReader
+from .base import StoreWriter, corrupt_error, MappedReader
 
 
 _TAR_LABEL, _TAR_GROUP, _TAR_META, _TAR_DATASET = "cls", "group", "json", "picpac.json"
@@ -67,7 +67,7 @@ class TarWriter(StoreWriter):
             tar.close()
 
 
-class TarReader(_MappedReader):
+class TarReader(MappedReader):
     """Reads an uncompressed tar, WebDataset style: members grouped by key (the name up to the first dot
     of its last part), records in the order keys first appear. ``.cls`` is the label, ``.group`` the
     group, ``.json`` the meta (when it holds a JSON object), every other member a field."""
@@ -126,7 +126,7 @@ class TarReader(_MappedReader):
                     group = int(bytes(data))
                     continue
             except ValueError:
-                raise _corrupt(self.path, i, f"({key}.{suffix}) does not hold a number") from None
+                raise corrupt_error(self.path, i, f"({key}.{suffix}) does not hold a number") from None
             if suffix == _TAR_META and data[:1] == b"{":
                 meta = data
                 continue

@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError
 from ..file.reader import Record
-from .base import StoreWriter, _corrupt, _MappedReader
+from .base import StoreWriter, corrupt_error, MappedReader
 from .checksums import masked_crc32c
 from .example import decode_example, encode_example
 
@@ -82,7 +82,7 @@ class TFRecordWriter(StoreWriter):
             file.close()
 
 
-class TFRecordReader(_MappedReader):
+class TFRecordReader(MappedReader):
     """Reads TFRecord files of ``tf.train.Example``s: those written by :class:`TFRecordWriter` exactly,
     others as bytes features -> fields (a list of k > 1 values as ``name[0]`` ...) and numeric
     features -> meta lists. Every record's length and data CRC32C are checked (data: with ``check``)."""
@@ -126,20 +126,20 @@ class TFRecordReader(_MappedReader):
     def _bad(self, n: int, pos: int, reason: str) -> PicPacError:
         if n == 0:
             return FormatError(f"{self.path}: not a TFRecord file (its first record {reason})")
-        return _corrupt(self.path, n, f"at byte {pos} {reason}")
+        return corrupt_error(self.path, n, f"at byte {pos} {reason}")
 
     def _data(self, k: int) -> memoryview:
         start, length = self._starts[k], self._lengths[k]
         data = self._view[start:start + length]
         if self.check and masked_crc32c(data) != struct.unpack_from("<I", self._view, start + length)[0]:
-            raise _corrupt(self.path, k, "fails its data CRC32C (damaged bytes)")
+            raise corrupt_error(self.path, k, "fails its data CRC32C (damaged bytes)")
         return data
 
     def _read(self, i: int) -> Record:
         try:
             features = decode_example(self._data(i))
         except ValueError as exc:
-            raise _corrupt(self.path, i, f"is not a tf.train.Example ({exc})") from None
+            raise corrupt_error(self.path, i, f"is not a tf.train.Example ({exc})") from None
         return self._from_features(i, features)
 
     def _from_features(self, i: int, features: dict) -> Record:

@@ -23,7 +23,7 @@ from ..image import specs
 from ..image.color import AddColor
 from ..image.shapes import Shapes
 from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
-                         convert)
+                                convert)
 
 Target = np.ndarray | None
 
