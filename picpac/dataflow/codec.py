@@ -6,17 +6,19 @@ checks it, so the format is never guessed and never chosen by an environment var
 
 Formats:
 
-* ``"pickle5"`` (the default): pickle protocol 5; NumPy arrays (anything pickled as a ``PickleBuffer``)
-  travel out of band, as raw frames after the pickle, so large arrays are not copied into it. Only
-  read it from peers you trust: unpickling runs code.
-* ``"arrays"``: a datapoint that is a list (or tuple) of NumPy arrays and numbers, as a JSON header
-  (dtypes and shapes) and one raw frame per array. Nothing is unpickled, so it is safe to receive.
+* ``"pickle5"`` (the default for files a program writes and reads itself): pickle protocol 5; NumPy
+  arrays (anything pickled as a ``PickleBuffer``) travel out of band, as raw frames after the pickle,
+  so large arrays are not copied into it. Trusted peers only: unpickling runs code.
+* ``"arrays"`` (the default over the network, :mod:`.remote`): a datapoint that is a list (or tuple)
+  of NumPy arrays and numbers, as a JSON header (dtypes and shapes) and one raw frame per array.
+  Nothing is unpickled, and every header is checked before it is used, so it is safe to receive.
 
 Decoded arrays are writable (each frame is copied once into memory of its own).
 """
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import struct
 import traceback
@@ -32,6 +34,9 @@ VERSION = 1
 DATA, ERROR = 0, 1
 FORMATS = ("pickle5", "arrays")
 DEFAULT = "pickle5"
+MAX_HEADER_BYTES = 1 << 20
+"""The largest JSON header (of an ``arrays`` datapoint or an error) a reader parses."""
+MAX_DIMS = 32
 
 
 class WireFormatError(PicPacError, ValueError):
@@ -56,10 +61,14 @@ def _head(kind: int, fmt: str) -> bytes:
     return MAGIC + bytes((VERSION, kind, len(name))) + name
 
 
+def _from(where: str) -> str:
+    return f" from {where}" if where else ""
+
+
 def read_head(frame: Any, where: str = "") -> tuple[int, str, int]:
     """``(kind, format, head length)`` of a message's first frame."""
     b = memoryview(frame).cast("B")
-    at = f" from {where}" if where else ""
+    at = _from(where)
     if len(b) < 7 or bytes(b[:4]) != MAGIC:
         raise WireFormatError(f"a message{at} has no picpac head (b'PPDF'): it was not written by picpac's "
                               "dataflow serialisation (e.g. a tensorpack sender, or a different protocol)")
@@ -67,6 +76,8 @@ def read_head(frame: Any, where: str = "") -> tuple[int, str, int]:
     if version != VERSION:
         raise WireFormatError(f"a message{at} has serialisation version {version}; this picpac reads version "
                               f"{VERSION}: use the same picpac version on both sides")
+    if kind not in (DATA, ERROR):
+        raise WireFormatError(f"a message{at} has an unknown kind {kind} (0: data, 1: error)")
     return kind, bytes(b[7:7 + n]).decode(errors="replace"), 7 + n
 
 
@@ -85,17 +96,17 @@ def encode(dp: Any, fmt: str = DEFAULT) -> list:
 def _encode_arrays(dp: Any) -> list:
     if not isinstance(dp, (list, tuple)):
         raise PicPacTypeError(f"format='arrays' sends datapoints that are lists of arrays and numbers, got a "
-                              f"{type(dp).__name__}: use format='pickle5'")
+                              f"{type(dp).__name__}: use format='pickle5' (trusted peers only)")
     specs, frames = [], []
     for k, value in enumerate(dp):
         scalar = isinstance(value, (bool, int, float, complex))
         if not (scalar or isinstance(value, (np.ndarray, np.generic))):
             raise PicPacTypeError(f"format='arrays' sends lists of arrays and numbers; component {k} is a "
-                                  f"{type(value).__name__}: use format='pickle5'")
+                                  f"{type(value).__name__}: use format='pickle5' (trusted peers only)")
         array = np.asarray(value, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         if array.dtype.hasobject or array.dtype.fields is not None:
             raise PicPacTypeError(f"format='arrays' cannot send component {k} of dtype {array.dtype}: use "
-                                  "format='pickle5'")
+                                  "format='pickle5' (trusted peers only)")
         specs.append({"dtype": array.dtype.str, "shape": list(array.shape), "scalar": scalar,
                       "generic": isinstance(value, np.generic)})
         frames.append(memoryview(array.reshape(-1).view(np.uint8)) if array.size else b"")
@@ -114,37 +125,99 @@ def encode_error(exc: BaseException, fmt: str = DEFAULT) -> list:
 
 # -- decoding ------------------------------------------------------------------------------------------
 def decode(frames: list, expect: str | None = None, where: str = "") -> tuple[int, Any]:
-    """``(DATA, datapoint)`` or ``(ERROR, exception)`` from frames; ``expect`` (a format name) refuses others."""
+    """``(DATA, datapoint)`` or ``(ERROR, exception)`` from frames; ``expect`` (a format name) refuses others.
+
+    Anything malformed (a missing frame, a header that is not what its format says, sizes that do
+    not add up) is a :class:`WireFormatError` naming ``where``; nothing is unpickled unless the
+    message is ``pickle5`` and ``expect`` is ``None`` or ``"pickle5"``.
+    """
+    at = _from(where)
+    if not frames:
+        raise WireFormatError(f"an empty message{at}")
     kind, fmt, skip = read_head(frames[0], where)
     if expect is not None and fmt != expect:
-        raise WireFormatError(f"received a datapoint in format {fmt!r}{f' from {where}' if where else ''}, but this "
-                              f"reader was given format={expect!r}: give the sender and the reader the same format")
+        trust = (" (pickle5 runs code when it is read: give a reader format='pickle5' only where every sender "
+                 "is trusted)" if fmt == "pickle5" else "")
+        raise WireFormatError(f"received a datapoint in format {fmt!r}{at}, but this reader was given "
+                              f"format={expect!r}: give the sender and the reader the same format{trust}")
     if fmt not in FORMATS:
-        raise WireFormatError(f"received a datapoint in format {fmt!r}, which this picpac does not know "
+        raise WireFormatError(f"received a datapoint in format {fmt!r}{at}, which this picpac does not know "
                               f"(it knows {', '.join(FORMATS)})")
     rest = frames[1:]
     if len(memoryview(frames[0])) > skip:  # a packed blob read as one frame: not expected here
-        raise WireFormatError("a message head is followed by stray bytes")
+        raise WireFormatError(f"a message head{at} is followed by stray bytes")
+    if not rest or (kind == ERROR and len(rest) != 1):
+        raise WireFormatError(f"a {'data' if kind == DATA else 'error'} message{at} has {len(rest)} frames "
+                              f"after its head; its format {fmt!r} needs {'one' if kind == ERROR else 'at least one'}")
     if kind == ERROR:
-        body = bytes(memoryview(rest[0]))
         if fmt == "pickle5":
-            return ERROR, _unpack(pickle.loads(body), f"the sender{f' at {where}' if where else ''}")
-        info = json.loads(body)
-        exc = WorkerError(f"{info['type']}: {info['message']}")
-        exc.add_note(f"traceback in the sender{f' at {where}' if where else ''}:\n{info['traceback'].rstrip()}")
-        return ERROR, exc
+            return ERROR, _unpack(pickle.loads(memoryview(rest[0])), f"the sender{f' at {where}' if where else ''}")
+        return ERROR, _decode_error(rest[0], where)
     if fmt == "pickle5":
         return DATA, pickle.loads(memoryview(rest[0]), buffers=[bytearray(memoryview(f)) for f in rest[1:]])
-    return DATA, _decode_arrays(rest)
+    return DATA, _decode_arrays(rest, where)
 
 
-def _decode_arrays(frames: list) -> Any:
-    header = json.loads(bytes(memoryview(frames[0])))
-    out = []
-    for spec, frame in zip(header["arrays"], frames[1:]):
+def _json(frame: Any, what: str, where: str) -> Any:
+    """A JSON header, refused (never a raw ValueError or RecursionError) when too large or malformed."""
+    data = memoryview(frame).cast("B")
+    if data.nbytes > MAX_HEADER_BYTES:
+        raise WireFormatError(f"{what}{_from(where)} is {data.nbytes} bytes of JSON; at most {MAX_HEADER_BYTES}")
+    try:
+        return json.loads(bytes(data))
+    except (ValueError, RecursionError) as exc:
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        raise WireFormatError(f"{what}{_from(where)} is not valid JSON: {reason}") from None
+
+
+def _decode_error(frame: Any, where: str) -> WorkerError:
+    info = _json(frame, "an error message", where)
+    if not (isinstance(info, dict) and all(isinstance(info.get(key), str) for key in ("type", "message", "traceback"))):
+        raise WireFormatError(f"an error message{_from(where)} is malformed: it needs the strings 'type', "
+                              "'message' and 'traceback'")
+    exc = WorkerError(f"{info['type']}: {info['message']}")
+    exc.add_note(f"traceback in the sender{f' at {where}' if where else ''}:\n{info['traceback'].rstrip()}")
+    return exc
+
+
+def _array_spec(spec: Any, k: int, where: str) -> tuple[np.dtype, tuple[int, ...], bool, bool]:
+    """``(dtype, shape, scalar, generic)`` of component ``k``'s header entry, checked."""
+    bad = f"a message{_from(where)}: component {k}"
+    if not isinstance(spec, dict) or not isinstance(spec.get("dtype"), str) or not isinstance(spec.get("shape"), list):
+        raise WireFormatError(f"{bad} needs a 'dtype' string and a 'shape' list")
+    try:
         dtype = np.dtype(spec["dtype"])
-        array = np.frombuffer(bytearray(memoryview(frame)), dtype).reshape(tuple(spec["shape"]))
-        out.append(array.item() if spec["scalar"] else array[()] if spec.get("generic") else array)
+    except (TypeError, ValueError):
+        raise WireFormatError(f"{bad} has an unknown dtype {spec['dtype'][:40]!r}") from None
+    if dtype.hasobject or dtype.fields is not None or dtype.subdtype is not None or dtype.itemsize == 0:
+        raise WireFormatError(f"{bad} has dtype {dtype}: the arrays format carries plain numeric arrays only")
+    shape = spec["shape"]
+    if len(shape) > MAX_DIMS or not all(type(n) is int and n >= 0 for n in shape):
+        raise WireFormatError(f"{bad} has a bad shape: at most {MAX_DIMS} non-negative ints")
+    scalar, generic = spec.get("scalar", False), spec.get("generic", False)
+    if type(scalar) is not bool or type(generic) is not bool or ((scalar or generic) and shape):
+        raise WireFormatError(f"{bad}: 'scalar' and 'generic' are booleans, true only for a 0-d shape")
+    return dtype, tuple(shape), scalar, generic
+
+
+def _decode_arrays(frames: list, where: str = "") -> Any:
+    header = _json(frames[0], "the header of a message", where)
+    if not (isinstance(header, dict) and header.get("container") in ("list", "tuple")
+            and isinstance(header.get("arrays"), list)):
+        raise WireFormatError(f"a message{_from(where)} has a malformed header: it needs 'container' ('list' or "
+                              "'tuple') and 'arrays' (a list)")
+    specs, data = header["arrays"], frames[1:]
+    if len(specs) != len(data):
+        raise WireFormatError(f"a message{_from(where)} declares {len(specs)} arrays but carries {len(data)} frames")
+    out = []
+    for k, (spec, frame) in enumerate(zip(specs, data)):
+        dtype, shape, scalar, generic = _array_spec(spec, k, where)
+        size = memoryview(frame).nbytes
+        if math.prod(shape) * dtype.itemsize != size:
+            raise WireFormatError(f"a message{_from(where)}: component {k} declares {dtype} {list(shape)} but its "
+                                  f"frame has {size} bytes")
+        array = np.frombuffer(bytearray(memoryview(frame)), dtype).reshape(shape)
+        out.append(array.item() if scalar else array[()] if generic else array)
     return tuple(out) if header["container"] == "tuple" else out
 
 
@@ -161,7 +234,11 @@ def unpack(blob: Any) -> list:
     """The frames of a blob made by :func:`pack` (views into it)."""
     b = memoryview(blob).cast("B")
     _, _, skip = read_head(b)
+    if len(b) < skip + 4:
+        raise WireFormatError(f"a stored datapoint of {len(b)} bytes ends inside its frame table: it is damaged")
     (count,) = struct.unpack_from("<I", b, skip)
+    if len(b) < skip + 4 + 8 * count:  # checked before the table's struct is built
+        raise WireFormatError(f"a stored datapoint of {len(b)} bytes claims {count} frames: it is damaged")
     sizes = struct.unpack_from(f"<{count}Q", b, skip + 4)
     at = skip + 4 + 8 * count
     frames = [b[:skip]]

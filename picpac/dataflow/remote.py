@@ -3,25 +3,40 @@
 ``send_dataflow_zmq`` pushes the datapoints of a flow to a ZMQ PUSH socket; ``RemoteDataZMQ`` pulls them
 from one or two PULL sockets (many senders may feed one receiver). Both sides bound their queues by the
 high-water mark ``hwm``, so a sender whose receiver does not read blocks instead of filling memory.
-Every message names its serialisation format (:mod:`.codec`): a receiver given ``format=`` refuses
-another, with an error that says so. An exception in the sender's flow is sent to the receiver, which
-raises it (its type and the sender's traceback, for ``'pickle5'``).
+
+Every peer may be hostile. Both sides use the pickle-free ``'arrays'`` format unless told otherwise;
+``format='pickle5'`` is an opt-in for trusted peers only, since unpickling runs code. The receiver
+checks every message before it uses it (:mod:`.codec`). A message that is malformed, in another
+format, or over ``max_message_bytes`` is dropped with a warning that says why, and the stream goes
+on. Its queue holds at most about ``max_queued_bytes`` per sender. An exception in the sender's
+flow is sent to the receiver, which raises it.
 
 Addresses are ZMQ endpoints: ``tcp://127.0.0.1:5555``, ``ipc:///tmp/name`` (``ipc://@name`` is an
-abstract socket on Linux). By default the receiver binds and the senders connect.
+abstract socket on Linux). By default the receiver binds and the senders connect. Bind loopback
+(``127.0.0.1``) unless other machines must reach the receiver.
 """
 from __future__ import annotations
 
 import errno
 import itertools
+import warnings
 from collections.abc import Iterator
 from typing import Any
 
 from ..errors import PicPacError, PicPacValueError
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, DataFlowTerminated, optional_import
-from .codec import ERROR, check_format, decode, encode, encode_error
+from .codec import ERROR, WireFormatError, check_format, decode, encode, encode_error
 
 __all__ = ["send_dataflow_zmq", "RemoteDataZMQ", "RemoteTimeout"]
+
+NETWORK_FORMAT = "arrays"
+"""What crosses the network unless both sides opt in to ``'pickle5'``: nothing a receiver unpickles."""
+MAX_MESSAGE_BYTES = 256 << 20
+MAX_QUEUED_BYTES = 1 << 30
+
+
+def _network_format(format: str | None) -> str:
+    return NETWORK_FORMAT if format is None else check_format(format)
 
 
 class RemoteTimeout(PicPacError, TimeoutError):
@@ -38,12 +53,13 @@ def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, format: str | None
 
     It loops over ``df`` forever, as tensorpack's does, unless ``epochs`` says how many passes to send;
     then it returns the number of datapoints sent, after waiting up to ``linger`` seconds for the queued
-    ones to leave. ``format`` is ``'pickle5'`` (the default, ``None``) or ``'arrays'``; each message records
-    it. ``hwm`` bounds the messages queued: when it is reached, sending blocks. An exception in ``df``
-    is sent to the receiver, then raised here.
+    ones to leave. ``format`` is ``'arrays'`` (the default, ``None``: lists of arrays and numbers) or
+    ``'pickle5'`` (any picklable datapoint; trusted peers only: the receiver must opt in too, as
+    unpickling runs code); each message records it. ``hwm`` bounds the messages queued: when it is
+    reached, sending blocks. An exception in ``df`` is sent to the receiver, then raised here.
     """
     zmq = _zmq()
-    fmt = check_format(format)
+    fmt = _network_format(format)
     if int(hwm) < 1:
         raise PicPacValueError(f"hwm must be >= 1, got {hwm}")
     ctx = zmq.Context()
@@ -83,21 +99,36 @@ class RemoteDataZMQ(DataFlow):
 
     ``bind=True`` (the default) binds the endpoints and senders connect. The sockets are made in
     ``reset_state()`` and kept until ``close()`` (tensorpack makes them anew in every ``__iter__``,
-    dropping what was queued). ``format=None`` accepts either format the senders record; a name
-    accepts only that one. ``timeout`` (seconds) raises :class:`RemoteTimeout` when nothing arrives
+    dropping what was queued). ``timeout`` (seconds) raises :class:`RemoteTimeout` when nothing arrives
     for that long; ``None`` waits for ever.
+
+    ``format`` says what is accepted: ``'arrays'`` only, by default (``None``); ``'pickle5'``, an
+    opt-in for trusted peers only since unpickling runs code, accepts both formats. A frame over ``max_message_bytes``
+    makes ZMQ drop the message and the sender's connection (the sender reconnects). The receive
+    queue holds at most ``max(1, max_queued_bytes // max_message_bytes)`` messages per sender (and
+    never more than ``hwm``). A message that is malformed, in another format, or larger in all than
+    ``max_message_bytes`` is dropped with a ``RuntimeWarning`` naming its sender and the reason, and
+    counted in ``rejected``; the stream goes on.
     """
 
     def __init__(self, addr1: str, addr2: str | None = None, hwm: int = 50, bind: bool = True, *,
-                 format: str | None = None, timeout: float | None = None):
+                 format: str | None = None, timeout: float | None = None,
+                 max_message_bytes: int = MAX_MESSAGE_BYTES, max_queued_bytes: int = MAX_QUEUED_BYTES):
         if not addr1:
-            raise PicPacValueError("RemoteDataZMQ needs an address, e.g. 'tcp://0.0.0.0:5555' or 'ipc://@name'")
+            raise PicPacValueError("RemoteDataZMQ needs an address, e.g. 'tcp://127.0.0.1:5555' or 'ipc://@name'")
+        if int(hwm) < 1 or int(max_message_bytes) < 1 or int(max_queued_bytes) < 1:
+            raise PicPacValueError(f"hwm, max_message_bytes and max_queued_bytes must be >= 1, got {hwm}, "
+                                   f"{max_message_bytes}, {max_queued_bytes}")
         self._addrs = [addr1] + ([addr2] if addr2 else [])
-        self._hwm = int(hwm)
+        self._max_message = int(max_message_bytes)
+        self._hwm = max(1, min(int(hwm), int(max_queued_bytes) // self._max_message))
         self._bind = bool(bind)
-        self._format = None if format is None else check_format(format)
+        self._format = _network_format(format)
         self._timeout = timeout
         self.cnt1 = self.cnt2 = 0
+        self.rejected = 0
+        """Messages dropped as malformed, in another format or too large."""
+        self._last_rejection = ""
         self._ctx: Any = None
         self._socks: list = []
         self._closed = False
@@ -116,6 +147,7 @@ class RemoteDataZMQ(DataFlow):
                 sock = self._ctx.socket(zmq.PULL)
                 self._socks.append(sock)
                 sock.set_hwm(self._hwm)
+                sock.setsockopt(zmq.MAXMSGSIZE, self._max_message)
                 (sock.bind if self._bind else sock.connect)(addr)
         except BaseException:
             self.close()
@@ -147,13 +179,19 @@ class RemoteDataZMQ(DataFlow):
                 while True:
                     events = dict(poller.poll(timeout))
                     if not events:
+                        dropped = (f" ({self.rejected} messages were dropped; the last: {self._last_rejection})"
+                                   if self.rejected else "")
                         raise RemoteTimeout(f"RemoteDataZMQ: no datapoint arrived on {', '.join(self._addrs)} "
-                                            f"within {self._timeout} s")
+                                            f"within {self._timeout} s{dropped}")
                     for k, sock in enumerate(self._socks):
                         if sock not in events:
                             continue
                         frames = sock.recv_multipart(copy=False)
-                        kind, value = decode(frames, self._format, where=where[k])
+                        try:
+                            kind, value = self._decode(frames, where[k])
+                        except WireFormatError as exc:
+                            self._reject(exc)
+                            continue
                         if kind == ERROR:
                             raise value
                         if k == 0:
@@ -167,6 +205,18 @@ class RemoteDataZMQ(DataFlow):
                 if exc.errno == errno.ENOTSOCK:
                     raise DataFlowTerminated("RemoteDataZMQ: its socket was closed") from None
                 raise
+
+    def _decode(self, frames: list, where: str) -> tuple[int, Any]:
+        size = sum(memoryview(f).nbytes for f in frames)
+        if size > self._max_message:
+            raise WireFormatError(f"a message from {where} has {size} bytes in {len(frames)} frames; this "
+                                  f"receiver takes at most max_message_bytes={self._max_message}")
+        return decode(frames, None if self._format == "pickle5" else self._format, where=where)
+
+    def _reject(self, exc: WireFormatError) -> None:
+        self.rejected += 1
+        self._last_rejection = str(exc)
+        warnings.warn(f"RemoteDataZMQ dropped a message: {exc}", RuntimeWarning, stacklevel=2)
 
     def __del__(self) -> None:
         try:

@@ -12,7 +12,7 @@ import pytest
 
 from picpac.dataflow import DataFlow, DataFromGenerator, RemoteDataZMQ, RemoteTimeout, WireFormatError
 from picpac.dataflow import codec
-from picpac.errors import PicPacTypeError, PicPacValueError
+from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError
 
 pytest.importorskip("zmq")
 TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # this module, conftest
@@ -84,10 +84,10 @@ def take(df, n: int) -> list:
 
 # -- between two processes ------------------------------------------------------------------------------------
 def test_tcp_loopback_pickle5(tmp_path):
-    with receiver("tcp://127.0.0.1:*") as r:
+    with receiver("tcp://127.0.0.1:*", format="pickle5") as r:
         addr = r.addresses[0]
         assert addr.startswith("tcp://127.0.0.1:") and not addr.endswith("*")
-        proc = sender(tmp_path, "mixed(20)", addr)
+        proc = sender(tmp_path, "mixed(20)", addr, fmt="pickle5")
         got = take(r, 20)
         code, out, err = finish(proc)
     assert code == 0 and "sent 20" in out, err
@@ -108,22 +108,30 @@ def test_ipc_arrays_format(tmp_path):
 
 
 def test_a_receiver_given_another_format_says_so(tmp_path):
-    with receiver("tcp://127.0.0.1:*", format="arrays") as r:
-        proc = sender(tmp_path, "arrays(5)", r.addresses[0])  # the sender's default: pickle5
-        with pytest.raises(WireFormatError, match=rf"format 'pickle5' from {r.addresses[0]}, but this reader was "
-                                                  r"given format='arrays'"):
-            next(iter(r))
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=3) as r:  # the default: 'arrays' only
+        r.reset_state()
+        proc = sender(tmp_path, "arrays(5)", r.addresses[0], fmt="pickle5")
+        with pytest.warns(RuntimeWarning, match=rf"format 'pickle5' from {r.addresses[0]}, but this reader was "
+                                                r"given format='arrays'.*only where every sender is trusted"):
+            with pytest.raises(RemoteTimeout, match="5 messages were dropped; the last: received a datapoint in "
+                                                    "format 'pickle5'"):
+                next(iter(r))
         finish(proc)
+    assert r.rejected == 5 and r.cnt1 == 0
 
 
-def test_the_senders_exception_reaches_the_receiver(tmp_path):
-    with receiver("tcp://127.0.0.1:*") as r:
-        proc = sender(tmp_path, "failing(0)", r.addresses[0])
+@pytest.mark.parametrize("fmt", [None, "pickle5"])
+def test_the_senders_exception_reaches_the_receiver(tmp_path, fmt):
+    with receiver("tcp://127.0.0.1:*", format=fmt) as r:
+        proc = sender(tmp_path, "failing(0)", r.addresses[0], fmt=fmt)
         it = iter(r)
         assert [next(it) for _ in range(3)] == [[0], [1], [2]]
-        with pytest.raises(ZeroDivisionError, match="the sender's source failed") as info:
+        # pickle5 (trusted peers) rebuilds the exception; 'arrays' names its type in a WorkerError
+        error = ZeroDivisionError if fmt == "pickle5" else WorkerError
+        with pytest.raises(error, match="the sender's source failed") as info:
             next(it)
         code, out, err = finish(proc)
+    assert fmt == "pickle5" or str(info.value).startswith("builtins.ZeroDivisionError: ")
     assert "traceback in the sender" in "\n".join(info.value.__notes__) and "in gen" in info.value.__notes__[-1]
     assert code != 0 and "ZeroDivisionError" in err
 
@@ -147,11 +155,11 @@ def test_the_queue_is_bounded_and_the_sender_blocks(tmp_path, transport):
 
 
 def test_two_endpoints_two_senders(tmp_path):
-    with RemoteDataZMQ("tcp://127.0.0.1:*", f"ipc://{tmp_path}/second.sock", timeout=20) as r:
+    with RemoteDataZMQ("tcp://127.0.0.1:*", f"ipc://{tmp_path}/second.sock", timeout=20, format="pickle5") as r:
         r.reset_state()
         tcp, ipc = r.addresses
-        one = sender(tmp_path, "arrays(10)", tcp, name="one.py")
-        two = sender(tmp_path, "mixed(10)", ipc, name="two.py")
+        one = sender(tmp_path, "arrays(10)", tcp, name="one.py")  # 'arrays': a pickle5 receiver takes both
+        two = sender(tmp_path, "mixed(10)", ipc, fmt="pickle5", name="two.py")
         got = take(r, 20)
         assert finish(one)[0] == 0 and finish(two)[0] == 0
     assert r.cnt1 == 10 and r.cnt2 == 10

@@ -1,0 +1,200 @@
+"""RemoteDataZMQ against hostile peers: a second process sends crafted messages; nothing is unpickled by
+default, every malformed message is dropped with a reason while the stream goes on, and memory is bounded."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from picpac.dataflow import DataFromList, RemoteDataZMQ, WireFormatError, codec, send_dataflow_zmq
+from picpac.errors import PicPacTypeError, PicPacValueError
+
+zmq = pytest.importorskip("zmq")
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # this module, conftest
+DATA, ERROR = codec.DATA, codec.ERROR
+
+# A process that sends given frames (read from a file the test wrote) to a PUSH socket, as any peer could.
+RAW_SENDER = """
+import pickle, sys, zmq
+messages = pickle.load(open(sys.argv[2], "rb"))
+ctx = zmq.Context()
+sock = ctx.socket(zmq.PUSH)
+sock.connect(sys.argv[1])
+for frames in messages:
+    sock.send_multipart(frames)
+sock.close(linger=10000)
+ctx.term()
+print("sent", len(messages), flush=True)
+"""
+
+
+def head(kind: int, fmt: str = "arrays", version: int = codec.VERSION) -> bytes:
+    return b"PPDF" + bytes((version, kind, len(fmt))) + fmt.encode()
+
+
+def header(*specs: dict, container: str = "list") -> bytes:
+    return json.dumps({"container": container, "arrays": list(specs)}).encode()
+
+
+def good(value: int) -> list[bytes]:
+    """A well-formed 'arrays' message holding [value] (an int64 scalar)."""
+    return [head(DATA), header({"dtype": "<i8", "shape": [], "scalar": True, "generic": False}),
+            np.int64(value).tobytes()]
+
+
+U8x4 = {"dtype": "|u1", "shape": [4]}
+MALFORMED = {
+    "no picpac head": [b"garbage", b"x"],
+    "another version": [head(DATA, version=9), header(U8x4), bytes(4)],
+    "an unknown kind": [head(7), header(U8x4), bytes(4)],
+    "an unknown format": [head(DATA, "json"), b"{}"],
+    "stray bytes after the head": [head(DATA) + b"junk", header(U8x4), bytes(4)],
+    "no frame after the head": [head(DATA)],
+    "a header that is not JSON": [head(DATA), b"{not json", bytes(4)],
+    "a header nested deeply": [head(DATA), b"[" * 100_000 + b"]" * 100_000],
+    "a header over the size limit": [head(DATA), b" " * (codec.MAX_HEADER_BYTES + 1)],
+    "a header that is a list": [head(DATA), b"[]"],
+    "a header without arrays": [head(DATA), b'{"container": "list"}'],
+    "a bad container": [head(DATA), json.dumps({"container": "set", "arrays": []}).encode()],
+    "fewer frames than declared": [head(DATA), header(U8x4, U8x4), bytes(4)],
+    "more frames than declared": [head(DATA), header(U8x4), bytes(4), bytes(4)],
+    "a frame of the wrong size": [head(DATA), header(U8x4), bytes(3)],
+    "an object dtype": [head(DATA), header({"dtype": "|O", "shape": [1]}), bytes(8)],
+    "a structured dtype": [head(DATA), header({"dtype": [["a", "<i4"]], "shape": [1]}), bytes(4)],
+    "a dtype that is no dtype": [head(DATA), header({"dtype": "not a dtype", "shape": [1]}), bytes(1)],
+    "a negative dimension": [head(DATA), header({"dtype": "|u1", "shape": [-4]}), bytes(4)],
+    "a float dimension": [head(DATA), header({"dtype": "|u1", "shape": [4.0]}), bytes(4)],
+    "a huge shape": [head(DATA), header({"dtype": "<f8", "shape": [2**62, 2**62, 2**62]}), bytes(8)],
+    "too many dimensions": [head(DATA), header({"dtype": "|u1", "shape": [1] * 100}), bytes(1)],
+    "a scalar of many values": [head(DATA), header({"dtype": "|u1", "shape": [2], "scalar": True}), bytes(2)],
+    "an error that is not JSON": [head(ERROR), b"\xff\xfe"],
+    "an error without its keys": [head(ERROR), b'{"type": 1}'],
+    "an error with two frames": [head(ERROR), b'{}', b'{}'],
+}
+
+
+@pytest.mark.parametrize("name", MALFORMED)
+def test_the_codec_refuses_each_malformed_message_with_a_wire_format_error(name):
+    with pytest.raises(WireFormatError, match="from peer-7"):
+        codec.decode(MALFORMED[name], "arrays", where="peer-7")
+
+
+class RunsCode:
+    """Unpickling this runs ``touch marker``: what a hostile peer sends."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)
+
+
+def raw_sender(tmp_path: Path, addr: str, messages: list[list[bytes]]) -> subprocess.Popen:
+    (tmp_path / "messages.pickle").write_bytes(pickle.dumps(messages))
+    (tmp_path / "raw_sender.py").write_text(RAW_SENDER)
+    return subprocess.Popen([sys.executable, str(tmp_path / "raw_sender.py"), addr, str(tmp_path / "messages.pickle")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 30) -> str:
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    finally:
+        proc.kill()
+    assert proc.returncode == 0, err
+    return out
+
+
+def test_a_default_receiver_never_unpickles(tmp_path):
+    """Pickled data and pickled errors from a peer are refused unread; the stream goes on."""
+    marker = tmp_path / "marker"
+    boom = pickle.dumps(RunsCode(marker), protocol=5)
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20) as r:
+        r.reset_state()
+        proc = raw_sender(tmp_path, r.addresses[0], [[head(DATA, "pickle5"), boom], [head(ERROR, "pickle5"), boom],
+                                                     good(42)])
+        with pytest.warns(RuntimeWarning, match="format 'pickle5'") as caught:
+            assert next(iter(r)) == [42]
+        finish(proc)
+    assert not marker.exists()
+    assert r.rejected == 2 and len([w for w in caught if "dropped a message" in str(w.message)]) == 2
+    # the same bytes do run code where the user opted in: the test above is not vacuous
+    assert codec.decode([head(DATA, "pickle5"), boom], None) == (DATA, 0) and marker.exists()
+
+
+def test_malformed_messages_from_a_peer_are_dropped_and_the_stream_goes_on(tmp_path):
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20) as r:
+        r.reset_state()
+        addr = r.addresses[0]
+        proc = raw_sender(tmp_path, addr, [good(1)] + list(MALFORMED.values()) + [good(2)])
+        with pytest.warns(RuntimeWarning) as caught:
+            it = iter(r)
+            got = [next(it), next(it)]
+        finish(proc)
+    assert got == [[1], [2]] and r.cnt1 == 2
+    assert r.rejected == len(MALFORMED)
+    reasons = [str(w.message) for w in caught if "dropped a message" in str(w.message)]
+    assert len(reasons) == len(MALFORMED) and all(addr in reason for reason in reasons)
+
+
+def test_a_message_over_max_message_bytes_is_dropped(tmp_path):
+    """ZMQ drops a frame over the limit (and reconnects the sender); picpac drops a message whose frames,
+    each under it, add up to more."""
+    limit = 1 << 20
+    two_frames = [head(DATA), header({"dtype": "|u1", "shape": [limit // 2 + 1]}, {"dtype": "|u1", "shape": [limit // 2]}),
+                  bytes(limit // 2 + 1), bytes(limit // 2)]
+    one_frame = [head(DATA), header({"dtype": "|u1", "shape": [2 * limit]}), bytes(2 * limit)]
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20, max_message_bytes=limit) as r:
+        r.reset_state()
+        proc = raw_sender(tmp_path, r.addresses[0], [good(1), one_frame, good(2), two_frames, good(3)])
+        with pytest.warns(RuntimeWarning, match=f"at most max_message_bytes={limit}"):
+            it = iter(r)
+            got = [next(it) for _ in range(3)]
+        finish(proc)
+    assert got == [[1], [2], [3]] and r.rejected == 1
+
+
+def rss() -> int:
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_an_idle_receiver_holds_a_bounded_number_of_bytes(tmp_path):
+    """A sender pushing 100 MiB at a receiver that does not read: the receiver queues about
+    max_queued_bytes, not hwm (50) messages of 1 MiB."""
+    mib = 1 << 20
+    flow = [[np.full(mib, i % 251, np.uint8), i] for i in range(100)]
+    messages = [codec.encode(dp, "arrays") for dp in flow]
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20, max_message_bytes=mib + 4096, max_queued_bytes=4 * mib) as r:
+        r.reset_state()
+        before = rss()
+        proc = raw_sender(tmp_path, r.addresses[0], [[bytes(f) for f in m] for m in messages])
+        time.sleep(2)
+        grown = rss() - before
+        it = iter(r)
+        got = [next(it) for _ in range(100)]  # reading lets the sender go on, to the end
+        finish(proc)
+    assert grown < 16 * mib, f"an idle receiver grew by {grown / mib:.0f} MiB"
+    assert [dp[1] for dp in got] == list(range(100)) and r.rejected == 0
+
+
+def test_the_default_sender_sends_arrays_and_says_how_to_send_anything_else(tmp_path):
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20) as r:
+        r.reset_state()
+        send_dataflow_zmq(DataFromList([[np.arange(3), 7]], shuffle=False), r.addresses[0], epochs=1, progress=False)
+        assert next(iter(r))[1] == 7 and r.rejected == 0
+        with pytest.raises(PicPacTypeError, match="use format='pickle5'"):
+            send_dataflow_zmq(DataFromList([{"a": 1}], shuffle=False), r.addresses[0], epochs=1, progress=False)
+
+
+def test_limits_are_checked():
+    with pytest.raises(PicPacValueError, match="max_message_bytes"):
+        RemoteDataZMQ("tcp://127.0.0.1:*", max_message_bytes=0)
+    with pytest.raises(PicPacValueError, match="127.0.0.1"):
+        RemoteDataZMQ("")
