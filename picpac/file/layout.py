@@ -5,9 +5,12 @@ dtype, and how to find and check the committed state of an open file. Writer and
 """
 from __future__ import annotations
 
+import functools
 import json
+import math
 import struct
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -45,15 +48,30 @@ INDEX_ALIGN = 8
 NO_GROUP = -(2**63)
 """The ``group`` value stored for a record that has no group."""
 
-_field_tables: dict[int, struct.Struct] = {}
+_FIELD_TABLES = tuple(struct.Struct("<" + "IQ" * n) for n in range(33))  # the usual few fields: made once
+
+
+@functools.lru_cache(maxsize=8)
+def _wide_field_table(nfields: int) -> struct.Struct:
+    return struct.Struct("<" + "IQ" * nfields)  # 64 B per field: a small cache, so memory stays bounded
 
 
 def field_table(nfields: int) -> struct.Struct:
-    """The struct of a record's field table with ``nfields`` (id, size) entries."""
-    table = _field_tables.get(nfields)
-    if table is None:
-        table = _field_tables[nfields] = struct.Struct("<" + "IQ" * nfields)
-    return table
+    """The struct of a record's field table with ``nfields`` (id, size) entries. A reader checks that the
+    table fits in its record first: the struct takes about 5 times the table's bytes."""
+    return _FIELD_TABLES[nfields] if nfields < len(_FIELD_TABLES) else _wide_field_table(nfields)
+
+
+def load_json(data: Any, error: Callable[[str], Exception]) -> Any:
+    """``json.loads`` of bytes read from a file; raises ``error(reason)`` when they are not valid JSON (too
+    deeply nested JSON included, which json reports as RecursionError)."""
+    try:
+        return json.loads(bytes(data))
+    except RecursionError:
+        reason = "nested too deeply"
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, an integer with too many digits
+        reason = str(exc)
+    raise error(reason)
 
 
 def crc32(data: Any, crc: int = 0) -> int:
@@ -185,19 +203,26 @@ def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, n
                                "fails its checksum")
     finally:
         region.release()
-    try:
-        metadata = json.loads(bytes(buf[commit.offset:commit.offset + commit.meta_size]))
-    except ValueError as exc:
-        raise CorruptError(f"{path}: dataset metadata is not valid JSON: {exc}") from None
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("fields"), list):
-        raise FormatError(f"{path}: dataset metadata lacks its field list")
+    metadata = load_json(buf[commit.offset:commit.offset + commit.meta_size],
+                         lambda why: CorruptError(f"{path}: dataset metadata is not valid JSON: {why}"))
+    if not isinstance(metadata, dict) or not _str_list(metadata.get("fields")):
+        raise FormatError(f"{path}: dataset metadata lacks its field list (a list of str)")
+    if metadata.get("classes") is not None and not _str_list(metadata["classes"]):
+        raise FormatError(f"{path}: dataset metadata 'classes' is not a list of str")
     index = np.frombuffer(buf, INDEX_DTYPE, commit.count, commit.index_offset)
     return metadata, index
+
+
+def _str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(v, str) for v in value)
 
 
 # -- array fields ---------------------------------------------------------------------------------
 ARRAYS_KEY = "arrays"
 """Dataset metadata key declaring fixed-shape array fields: ``{"image": {"shape": [32, 32, 3], "dtype": "uint8"}}``."""
+MAX_ARRAY_DIMS = 32
+MAX_ARRAY_BYTES = 2**48
+"""The largest array a declaration may describe (a Reader also bounds it by its largest record)."""
 
 
 @dataclass(frozen=True)
@@ -209,7 +234,7 @@ class ArraySpec:
 
     @property
     def nbytes(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+        return math.prod(self.shape) * self.dtype.itemsize
 
     def to_json(self) -> dict[str, Any]:
         name = self.dtype.name if self.dtype.byteorder in "<|=" else self.dtype.str
@@ -221,30 +246,37 @@ class ArraySpec:
 
 def array_dtype(value: Any) -> np.dtype:
     """A plain numeric dtype, little-endian unless the name says otherwise; ValueError if not numeric."""
+    if not isinstance(value, (str, type, np.dtype)) or (isinstance(value, str) and len(value) > 32):
+        raise ValueError(f"dtype {value!r:.40} is not the name of a plain numeric type")
     dtype = np.dtype(value)
     if dtype.kind not in "biuf" or dtype.fields is not None or dtype.subdtype is not None:
         raise ValueError(f"dtype {dtype} is not a plain numeric type (bool, int, uint, float)")
     return dtype.newbyteorder("<") if dtype.byteorder == "=" else dtype
 
 
-def parse_arrays(metadata: Any, where: str, error: type[Exception] = FormatError) -> dict[str, ArraySpec]:
-    """The array fields declared in dataset metadata (``{}`` when none); ``error`` names a bad declaration."""
+def parse_arrays(metadata: Any, where: str, error: type[Exception] = FormatError,
+                 limit: int = MAX_ARRAY_BYTES) -> dict[str, ArraySpec]:
+    """The array fields declared in dataset metadata (``{}`` when none); ``error`` names a bad declaration,
+    an array of more than ``limit`` bytes or :data:`MAX_ARRAY_DIMS` dimensions included."""
     declared = metadata.get(ARRAYS_KEY) if isinstance(metadata, dict) else None
     if declared is None:
         return {}
     if not isinstance(declared, dict):
         raise error(f"{where}: metadata '{ARRAYS_KEY}' must map field names to {{'shape': [...], 'dtype': ...}}, "
-                    f"got {declared!r}")
+                    f"got {declared!r:.200}")
     specs = {}
     for name, spec in declared.items():
+        bad = f"{where}: metadata '{ARRAYS_KEY}' field {name!r:.100}"
         shape = spec.get("shape") if isinstance(spec, dict) else None
-        if not (isinstance(shape, list) and shape and all(isinstance(s, int) and not isinstance(s, bool) and s > 0
-                                                          for s in shape)):
-            raise error(f"{where}: metadata '{ARRAYS_KEY}' field {name!r} needs a 'shape' of positive ints, "
-                        f"got {spec!r}")
+        if not (isinstance(shape, list) and 0 < len(shape) <= MAX_ARRAY_DIMS and all(
+                isinstance(s, int) and not isinstance(s, bool) and 0 < s <= MAX_ARRAY_BYTES for s in shape)):
+            raise error(f"{bad} needs a 'shape' of 1 to {MAX_ARRAY_DIMS} positive ints (each at most 2**48), "
+                        f"got {spec!r:.200}")
         try:
             dtype = array_dtype(spec.get("dtype"))
         except (TypeError, ValueError) as exc:
-            raise error(f"{where}: metadata '{ARRAYS_KEY}' field {name!r} has a bad 'dtype': {exc}") from None
+            raise error(f"{bad} has a bad 'dtype': {exc}") from None
         specs[name] = ArraySpec(tuple(shape), dtype)
+        if specs[name].nbytes > limit:  # exact: Python ints
+            raise error(f"{bad} declares {specs[name]} arrays of {specs[name].nbytes} bytes, more than {limit}")
     return specs

@@ -1,7 +1,6 @@
 """Reader: O(1), zero-copy random access to a picpac database through mmap."""
 from __future__ import annotations
 
-import json
 import mmap
 import operator
 import os
@@ -16,8 +15,8 @@ import numpy as np
 
 from ..errors import (CorruptRecordError, FormatError, MissingPathError, PicPacError,
                       PicPacTypeError, PicPacValueError)
-from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, NO_GROUP, RECORD_HEAD, ArraySpec, crc32, crc32_joined,
-                     crc32_powers, field_table, parse_arrays, read_commit, read_header)
+from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, MAX_ARRAY_BYTES, NO_GROUP, RECORD_HEAD, ArraySpec, crc32,
+                     crc32_joined, crc32_powers, field_table, load_json, parse_arrays, read_commit, read_header)
 
 
 class Record:
@@ -28,21 +27,23 @@ class Record:
     the Reader is closed.
     """
 
-    __slots__ = ("index", "label", "group", "fields", "_meta")
+    __slots__ = ("index", "label", "group", "fields", "_meta", "_path")
 
     def __init__(self, index: int, label: float, group: int | None, fields: dict[str, memoryview],
-                 meta: memoryview):
+                 meta: memoryview, path: str = "(unnamed file)"):
         self.index = index
         self.label = label
         self.group = group
         self.fields = fields
         self._meta: Any = meta
+        self._path = path
 
     @property
     def meta(self) -> dict:
-        """The record's meta dict ({} when none was stored)."""
+        """The record's meta dict ({} when none was stored); CorruptRecordError when it is not valid JSON."""
         if isinstance(self._meta, memoryview):
-            self._meta = json.loads(self._meta.tobytes()) if self._meta.nbytes else {}
+            self._meta = load_json(self._meta, lambda why: CorruptRecordError(
+                self._path, self.index, f"has meta that is not valid JSON ({why})")) if self._meta.nbytes else {}
         return self._meta
 
     def __getitem__(self, name: str) -> memoryview:
@@ -140,8 +141,9 @@ class Reader:
     @property
     def arrays(self) -> dict[str, ArraySpec]:
         """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
-        if self._arrays is None:
-            self._arrays = parse_arrays(self.metadata, self.path)
+        if self._arrays is None:  # an array larger than every record would be one no record holds
+            limit = min(int(self._sizes.max()), self._size) if self._count else MAX_ARRAY_BYTES
+            self._arrays = parse_arrays(self.metadata, self.path, limit=limit)
         return self._arrays
 
     def array(self, i: int, field: str = "image") -> np.ndarray:
@@ -190,10 +192,13 @@ class Reader:
         starts = np.zeros(len(records), np.int64)
         lengths = np.full(len(records), -1, np.int64)
         problems: dict[int, str] = {}
-        fine = (offsets >= 0) & (sizes >= RECORD_HEAD.size) & (offsets + sizes <= end)
+        # offsets and sizes may be anything up to 2**64 - 1 (negative as int64): no sum that can overflow
+        fine = (offsets >= 0) & (offsets <= end) & (sizes >= RECORD_HEAD.size) & (sizes <= end - offsets)
         for i in np.flatnonzero(~fine).tolist():
-            problems[i] = "lies past the end of the file" if sizes[i] >= RECORD_HEAD.size else "has a damaged layout"
-        head = _gather(data, np.where(fine, offsets, 0), RECORD_HEAD.size)
+            short = 0 <= sizes[i] < RECORD_HEAD.size
+            problems[i] = "has a damaged layout" if short else "lies past the end of the file"
+        head = np.zeros((len(records), RECORD_HEAD.size), np.uint8)
+        head[fine] = _gather(data, offsets[fine], RECORD_HEAD.size)
         nfields = head[:, 0:2].copy().view("<u2")[:, 0].astype(np.int64)
         meta = head[:, 4:8].copy().view("<u4")[:, 0].astype(np.int64)
         position = offsets + RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields + meta
@@ -234,6 +239,8 @@ class Reader:
         """(start, size) of ``field`` in every row, when all rows have the first row's head and field table
         (and it is a sound one); else None."""
         first = rows[0]
+        if len(first) < RECORD_HEAD.size:
+            return None
         nfields, _, meta = RECORD_HEAD.unpack_from(first)
         table = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
         if table > rows.shape[1] or not (rows[:, :table] == first[:table]).all():
@@ -275,12 +282,15 @@ class Reader:
 
     @property
     def stride(self) -> int | None:
-        """The record size, when every record has it and they lie back to back in index order (as
-        :func:`picpac.write_arrays` writes them); None for any other layout."""
+        """The record size, when every record has it and they lie back to back in index order within the
+        file (as :func:`picpac.write_arrays` writes them); None for any other layout (and records lying
+        past the end of the file, which :meth:`spans` names)."""
         if self._stride is None:
-            sizes, offsets = self._sizes, self._offsets
-            even = self._count > 0 and bool((sizes == sizes[0]).all()) and bool(
-                (offsets == offsets[0] + np.arange(self._count, dtype=np.uint64) * sizes[0]).all())
+            sizes, offsets, n = self._sizes, self._offsets, self._count
+            # checked first: within the file, offsets[0] + k * sizes[0] cannot wrap around in uint64
+            inside = n > 0 and int(offsets[0]) + n * int(sizes[0]) <= self._size
+            even = inside and bool((sizes == sizes[0]).all()) and bool(
+                (offsets == offsets[0] + np.arange(n, dtype=np.uint64) * sizes[0]).all())
             self._stride = int(sizes[0]) if even else 0
         return self._stride or None
 
@@ -291,7 +301,8 @@ class Reader:
             raise PicPacError(f"{self.path}: the Reader is closed")
         stride = self.stride
         if stride is None:
-            raise PicPacValueError(f"{self.path}: records are not of one size back to back; use gather()")
+            raise PicPacValueError(f"{self.path}: records are not of one size back to back within the file; "
+                                   "use spans() and gather()")
         if self._rows is None:
             self._rows = np.frombuffer(self._mmap, np.uint8, self._count * stride,
                                        int(self._offsets[0])).reshape(self._count, stride)
@@ -349,9 +360,12 @@ class Reader:
     def _parse(self, i: int, data: memoryview) -> Record:
         try:
             nfields, _, meta_size = RECORD_HEAD.unpack_from(data)
+            pos = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
+            if pos + meta_size > len(data):  # before field_table(nfields): a crafted count builds no struct
+                raise CorruptRecordError(self.path, i, f"has a damaged layout (its head claims {nfields} fields "
+                                         f"and {meta_size} bytes of meta, more than its {len(data)} bytes)")
             table = field_table(nfields).unpack_from(data, RECORD_HEAD.size)
             names = self.fields
-            pos = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
             meta = data[pos:pos + meta_size]
             pos += meta_size
             fields = {}
@@ -365,7 +379,7 @@ class Reader:
             raise CorruptRecordError(self.path, i, f"has a damaged layout (fields end at {pos}, "
                                      f"record size {len(data)})")
         group = self.groups.item(i)
-        return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta)
+        return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta, self.path)
 
     def __iter__(self) -> Iterator[Record]:
         for i in range(self._count):
