@@ -8,7 +8,7 @@ Every peer may be hostile. Both sides use the pickle-free ``'arrays'`` format un
 ``format='pickle5'`` is an opt-in for trusted peers only, since unpickling runs code. The receiver
 checks every message before it uses it (:mod:`.codec`). A message that is malformed, in another
 format, or over ``max_message_bytes`` is dropped with a warning that says why, and the stream goes
-on. Its queue holds at most about ``max_queued_bytes`` per sender. An exception in the sender's
+on. Its queue holds at most ``max_queued_bytes`` per sender. An exception in the sender's
 flow is sent to the receiver, which raises it.
 
 Addresses are ZMQ endpoints: ``tcp://127.0.0.1:5555``, ``ipc:///tmp/name`` (``ipc://@name`` is an
@@ -31,7 +31,6 @@ __all__ = ["send_dataflow_zmq", "RemoteDataZMQ", "RemoteTimeout"]
 
 NETWORK_FORMAT = "arrays"
 """What crosses the network unless both sides opt in to ``'pickle5'``: nothing a receiver unpickles."""
-MAX_MESSAGE_BYTES = 256 << 20
 MAX_QUEUED_BYTES = 1 << 30
 
 
@@ -103,25 +102,32 @@ class RemoteDataZMQ(DataFlow):
     for that long; ``None`` waits for ever.
 
     ``format`` says what is accepted: ``'arrays'`` only, by default (``None``); ``'pickle5'``, an
-    opt-in for trusted peers only since unpickling runs code, accepts both formats. A frame over ``max_message_bytes``
-    makes ZMQ drop the message and the sender's connection (the sender reconnects). The receive
-    queue holds at most ``max(1, max_queued_bytes // max_message_bytes)`` messages per sender (and
-    never more than ``hwm``). A message that is malformed, in another format, or larger in all than
-    ``max_message_bytes`` is dropped with a ``RuntimeWarning`` naming its sender and the reason, and
-    counted in ``rejected``; the stream goes on.
+    opt-in for trusted peers only since unpickling runs code, accepts both formats.
+
+    Memory is bounded per sender: at most ``hwm`` messages of at most ``max_message_bytes`` are
+    queued, and ``hwm * max_message_bytes`` may not exceed ``max_queued_bytes`` (1 GiB by default;
+    ``max_message_bytes`` defaults to ``max_queued_bytes // hwm``, 20 MiB for ``hwm=50``). On TCP,
+    a frame over ``max_message_bytes`` makes ZMQ drop the message and the sender's connection (the
+    sender reconnects). A message that is malformed, in another format, or larger in all than
+    ``max_message_bytes`` is dropped with a ``RuntimeWarning`` naming its sender and the reason,
+    and counted in ``rejected``; the stream goes on.
     """
 
     def __init__(self, addr1: str, addr2: str | None = None, hwm: int = 50, bind: bool = True, *,
                  format: str | None = None, timeout: float | None = None,
-                 max_message_bytes: int = MAX_MESSAGE_BYTES, max_queued_bytes: int = MAX_QUEUED_BYTES):
+                 max_message_bytes: int | None = None, max_queued_bytes: int = MAX_QUEUED_BYTES):
         if not addr1:
             raise PicPacValueError("RemoteDataZMQ needs an address, e.g. 'tcp://127.0.0.1:5555' or 'ipc://@name'")
-        if int(hwm) < 1 or int(max_message_bytes) < 1 or int(max_queued_bytes) < 1:
-            raise PicPacValueError(f"hwm, max_message_bytes and max_queued_bytes must be >= 1, got {hwm}, "
-                                   f"{max_message_bytes}, {max_queued_bytes}")
+        hwm, max_queued_bytes = int(hwm), int(max_queued_bytes)
+        max_message_bytes = max_queued_bytes // max(hwm, 1) if max_message_bytes is None else int(max_message_bytes)
+        if hwm < 1 or max_message_bytes < 1:
+            raise PicPacValueError(f"hwm and max_message_bytes must be >= 1, got {hwm} and {max_message_bytes}")
+        if hwm * max_message_bytes > max_queued_bytes:
+            raise PicPacValueError(f"hwm={hwm} messages of max_message_bytes={max_message_bytes} could queue more than "
+                                   f"max_queued_bytes={max_queued_bytes}: lower hwm, or raise max_queued_bytes")
         self._addrs = [addr1] + ([addr2] if addr2 else [])
-        self._max_message = int(max_message_bytes)
-        self._hwm = max(1, min(int(hwm), int(max_queued_bytes) // self._max_message))
+        self._max_message = max_message_bytes
+        self._hwm = hwm
         self._bind = bool(bind)
         self._format = _network_format(format)
         self._timeout = timeout

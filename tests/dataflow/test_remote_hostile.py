@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from picpac.dataflow import DataFromList, RemoteDataZMQ, WireFormatError, codec, send_dataflow_zmq
+from picpac.dataflow import DataFromList, RemoteDataZMQ, RemoteTimeout, WireFormatError, codec, send_dataflow_zmq
 from picpac.errors import PicPacTypeError, PicPacValueError
 
 zmq = pytest.importorskip("zmq")
@@ -144,21 +144,30 @@ def test_malformed_messages_from_a_peer_are_dropped_and_the_stream_goes_on(tmp_p
     assert len(reasons) == len(MALFORMED) and all(addr in reason for reason in reasons)
 
 
-def test_a_message_over_max_message_bytes_is_dropped(tmp_path):
-    """ZMQ drops a frame over the limit (and reconnects the sender); picpac drops a message whose frames,
-    each under it, add up to more."""
+def test_messages_over_max_message_bytes_are_never_delivered(tmp_path):
+    """picpac drops a message whose frames, each under the limit, add up to more; a single frame over it
+    never arrives either (ZMQ drops it and the sender's connection, with what that connection queued)."""
     limit = 1 << 20
     two_frames = [head(DATA), header({"dtype": "|u1", "shape": [limit // 2 + 1]}, {"dtype": "|u1", "shape": [limit // 2]}),
                   bytes(limit // 2 + 1), bytes(limit // 2)]
-    one_frame = [head(DATA), header({"dtype": "|u1", "shape": [2 * limit]}), bytes(2 * limit)]
     with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20, max_message_bytes=limit) as r:
         r.reset_state()
-        proc = raw_sender(tmp_path, r.addresses[0], [good(1), one_frame, good(2), two_frames, good(3)])
+        proc = raw_sender(tmp_path, r.addresses[0], [good(1), two_frames, good(2)])
         with pytest.warns(RuntimeWarning, match=f"at most max_message_bytes={limit}"):
             it = iter(r)
-            got = [next(it) for _ in range(3)]
+            assert [next(it), next(it)] == [[1], [2]]
         finish(proc)
-    assert got == [[1], [2], [3]] and r.rejected == 1
+    assert r.rejected == 1
+    one_frame = [head(DATA), header({"dtype": "|u1", "shape": [2 * limit]}), bytes(2 * limit)]
+    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=3, max_message_bytes=limit) as r:
+        r.reset_state()
+        proc = raw_sender(tmp_path, r.addresses[0], [good(3), one_frame])
+        it = iter(r)
+        assert next(it) == [3]
+        with pytest.raises(RemoteTimeout):
+            next(it)
+        proc.kill()
+        proc.communicate()
 
 
 def rss() -> int:
@@ -166,12 +175,12 @@ def rss() -> int:
 
 
 def test_an_idle_receiver_holds_a_bounded_number_of_bytes(tmp_path):
-    """A sender pushing 100 MiB at a receiver that does not read: the receiver queues about
-    max_queued_bytes, not hwm (50) messages of 1 MiB."""
+    """A sender pushing 100 MiB at a receiver that does not read: the receiver queues at most
+    max_queued_bytes (hwm messages of max_queued_bytes // hwm), however much the sender has."""
     mib = 1 << 20
     flow = [[np.full(mib, i % 251, np.uint8), i] for i in range(100)]
     messages = [codec.encode(dp, "arrays") for dp in flow]
-    with RemoteDataZMQ("tcp://127.0.0.1:*", timeout=20, max_message_bytes=mib + 4096, max_queued_bytes=4 * mib) as r:
+    with RemoteDataZMQ("tcp://127.0.0.1:*", hwm=3, timeout=20, max_queued_bytes=3 * (mib + 4096)) as r:
         r.reset_state()
         before = rss()
         proc = raw_sender(tmp_path, r.addresses[0], [[bytes(f) for f in m] for m in messages])
@@ -196,5 +205,8 @@ def test_the_default_sender_sends_arrays_and_says_how_to_send_anything_else(tmp_
 def test_limits_are_checked():
     with pytest.raises(PicPacValueError, match="max_message_bytes"):
         RemoteDataZMQ("tcp://127.0.0.1:*", max_message_bytes=0)
+    with pytest.raises(PicPacValueError, match="could queue more than max_queued_bytes"):
+        RemoteDataZMQ("tcp://127.0.0.1:*", hwm=50, max_message_bytes=256 << 20)
+    assert RemoteDataZMQ("tcp://127.0.0.1:*", hwm=4, max_message_bytes=256 << 20)._max_message == 256 << 20
     with pytest.raises(PicPacValueError, match="127.0.0.1"):
         RemoteDataZMQ("")
