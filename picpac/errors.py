@@ -14,6 +14,23 @@ class PicPacValueError(PicPacError, ValueError):
     """An argument has the right type but a bad value."""
 
 
+class ImageTooLargeError(PicPacValueError):
+    """An image's header declares more pixels than ``max_pixels`` (a decompression bomb, or an image too
+    large to decode safely); it is refused before any decoder allocates its pixels."""
+
+    def __init__(self, width: int, height: int, limit: int, where: str = ""):
+        self.width, self.height, self.limit, self.where = width, height, limit, where
+        super().__init__(f"{where + ': ' if where else ''}image of {self.advice()}")
+
+    def advice(self, knob: str = "max_pixels") -> str:
+        """The size, the limit and the fix, e.g. '65500x65500 = 4,290,250,000 pixels, over ...; raise max_pixels'."""
+        return (f"{self.width}x{self.height} = {self.width * self.height:,} pixels, over the limit "
+                f"max_pixels={self.limit} (a decompression bomb?); raise {knob} (0: no limit) if it is genuine")
+
+    def __reduce__(self):
+        return type(self), (self.width, self.height, self.limit, self.where)
+
+
 class MissingPathError(PicPacError, FileNotFoundError):
     """A file or directory that picpac was asked to read does not exist."""
 

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import struct
+import zlib
 from pathlib import Path
 
 import cv2
@@ -22,6 +24,24 @@ def payload(i: int, size: int | None = None) -> bytes:
 
 def png(pixels: np.ndarray) -> bytes:
     return cv2.imencode(".png", pixels)[1].tobytes()
+
+
+def jpeg_bomb(width: int = 65500, height: int = 65500) -> bytes:
+    """A real 8x8 JPEG whose frame header declares ``width`` x ``height``: a few hundred bytes."""
+    data = bytearray(cv2.imencode(".jpg", np.full((8, 8, 3), 128, np.uint8))[1].tobytes())
+    i = 2
+    while not 0xC0 <= data[i + 1] <= 0xC2:  # to the start-of-frame segment
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    data[i + 5:i + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+def png_bomb(width: int = 65500, height: int = 65500) -> bytes:
+    """A PNG whose IHDR declares ``width`` x ``height`` (8-bit RGB) with one deflated row of data."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(bytes(1 + 3 * width))) + chunk(b"IEND", b""))
 
 
 def make_db(path, n: int = 20, size=(8, 6), labels=None, groups=None, broken=()) -> Path:

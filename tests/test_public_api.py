@@ -16,7 +16,7 @@ PUBLIC = {
         "ImageStream", "ImageLoader", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
-        "WriterBusyError",
+        "WriterBusyError", "ImageTooLargeError",
         "dataflow", "image", "sampling", "stores", "transforms", "color", "dense", "batched", "data_source",
         "work_pool", "ingest",
     ],
@@ -28,7 +28,8 @@ PUBLIC = {
     "picpac.color": ["AddColor", "Blur", "Color", "ColorJitter", "Grayscale", "Invert", "Normalize"],
     "picpac.dense": ["BasicKeypoints", "BoxFeature", "DenseBoxAnchors", "DenseCircleAnchors", "DensePointAnchors"],
     "picpac.batched": ["plan", "draws", "convert", "Plan", "BatchCrop", "BatchFlip", "BatchNormalize", "BatchPad"],
-    "picpac.image": ["REGION_DECODE", "decode", "encode", "shape_of", "shrink", "jpeg_header", "decode_channels"],
+    "picpac.image": ["REGION_DECODE", "decode", "encode", "shape_of", "shrink", "jpeg_header", "decode_channels",
+                     "MAX_PIXELS", "check_pixels", "image_size"],
     "picpac.ingest": ["import_dataset", "ImportReport"],
     "picpac.stores": [
         "KINDS", "open_reader", "open_writer", "import_store", "export_store", "store_size", "ConvertReport",

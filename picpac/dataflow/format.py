@@ -9,13 +9,14 @@ import os
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import Any
 
 import numpy as np
 
-from ..errors import MissingPathError, PicPacValueError, SampleError
+from ..errors import ImageTooLargeError, MissingPathError, PicPacValueError, SampleError
 from ..file.reader import Reader
-from ..image.decoding import decode_channels
+from ..image.decoding import MAX_PIXELS, decode_channels
 from ..stores import read_varint
 from . import codec
 from .base import DataFlowReentrantGuard, RNGDataFlow, optional_import
@@ -46,11 +47,13 @@ class PicPacData(RNGDataFlow):
     ``decode`` is true, any other field as ``bytes``. The default is what the file was written with by
     :class:`~picpac.dataflow.PicPacSerializer` (a database it wrote with ``fields=None`` holds whole
     datapoints, which come back as they were), else ``("image", "label")``. ``shuffle=True`` gives a new
-    random order each pass.
+    random order each pass. An image over ``max_pixels`` (None or 0: no limit) is a SampleError, found
+    from its header before decoding.
     """
 
     def __init__(self, path: str | os.PathLike, fields: Any = None, shuffle: bool = True, *, decode: bool = True,
-                 channels: int = 3, check: bool = True, seed: int | None = None):
+                 channels: int = 3, check: bool = True, seed: int | None = None,
+                 max_pixels: int | None = MAX_PIXELS):
         super().__init__()
         self.path = os.fspath(path)
         self.reader = Reader(self.path, check=check)
@@ -66,6 +69,7 @@ class PicPacData(RNGDataFlow):
         if channels not in (1, 3):
             raise PicPacValueError(f"channels must be 1 or 3, got {channels}")
         self.shuffle, self.decode, self.channels, self.seed = bool(shuffle), bool(decode), channels, seed
+        self.max_pixels = max_pixels
 
     def __len__(self) -> int:
         return len(self.reader)
@@ -83,7 +87,10 @@ class PicPacData(RNGDataFlow):
             return self.reader.array(record.index, name)
         data = record[name]
         if name == "image" and self.decode:
-            img = decode_channels(data, self.channels, rgb=True)
+            try:
+                img = decode_channels(data, self.channels, rgb=True, max_pixels=self.max_pixels)
+            except ImageTooLargeError as exc:
+                raise SampleError(self.path, record.index, f"has an image of {exc.advice()}") from None
             if img is None:
                 raise SampleError(self.path, record.index, "does not decode as an image")
             return img if img.ndim == 3 else img[:, :, None]
@@ -322,11 +329,11 @@ def parse_datum(data: Any) -> dict:
     return out
 
 
-def _caffe_decode(key: bytes, value: bytes) -> list | None:
+def _caffe_decode(key: bytes, value: bytes, where: str, max_pixels: int | None) -> list | None:
     try:
         datum = parse_datum(value)
         if datum["encoded"]:
-            img = decode_channels(datum["data"], -1, rgb=False)
+            img = decode_channels(datum["data"], -1, rgb=False, max_pixels=max_pixels)
             if img is None:
                 return None
             return [img if img.ndim == 3 else img[:, :, None], datum["label"]]
@@ -335,16 +342,20 @@ def _caffe_decode(key: bytes, value: bytes) -> list | None:
             img = np.frombuffer(datum["data"], np.uint8).reshape(c, h, w)
         else:
             img = np.asarray(datum["float_data"], np.float32).reshape(c, h, w)
+    except ImageTooLargeError as exc:  # an image, not a value that does not parse: not dropped silently
+        raise ImageTooLargeError(exc.width, exc.height, exc.limit, f"{where}: key {key!r}") from None
     except (PicPacValueError, ValueError, IndexError, struct.error):
         return None
     return [img.transpose(1, 2, 0), datum["label"]]
 
 
 def CaffeLMDB(lmdb_path: str | os.PathLike, shuffle: bool = True, keys: Any = None, *,  # noqa: N802
-              seed: int | None = None) -> LMDBDataDecoder:
+              seed: int | None = None, max_pixels: int | None = MAX_PIXELS) -> LMDBDataDecoder:
     """A Caffe LMDB (each value a ``caffe.Datum``) as ``[HWC image, label]`` datapoints; values that do not
-    parse are dropped. Images come as stored (Caffe's BGR); encoded ones are decoded as stored too."""
-    return LMDBDataDecoder(LMDBData(lmdb_path, shuffle, keys, seed=seed), _caffe_decode)
+    parse are dropped. Images come as stored (Caffe's BGR); encoded ones are decoded as stored too, and
+    one over ``max_pixels`` (None or 0: no limit) raises ImageTooLargeError naming its key."""
+    decoder = partial(_caffe_decode, where=os.fspath(lmdb_path), max_pixels=max_pixels)
+    return LMDBDataDecoder(LMDBData(lmdb_path, shuffle, keys, seed=seed), decoder)
 
 
 # -- svmlight ------------------------------------------------------------------------------------------

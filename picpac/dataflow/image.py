@@ -24,8 +24,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ..errors import MissingPathError, PicPacTypeError, PicPacValueError
-from ..image.decoding import decode_channels
+from ..errors import ImageTooLargeError, MissingPathError, PicPacTypeError, PicPacValueError
+from ..image.decoding import MAX_PIXELS, decode_channels
 from ..image.shapes import Shapes
 from ..image.transforms import Sample
 from .base import DataFlow, RNGDataFlow, make_rng
@@ -39,10 +39,11 @@ log = logging.getLogger("picpac.dataflow")
 class ImageFromFile(RNGDataFlow):
     """``[image]`` for each file of ``files``: RGB (H, W, 3) uint8 for ``channel=3``, (H, W, 1) for
     ``channel=1``; ``resize`` (an int, or ``(h, w)``) resizes it; ``shuffle`` reorders each pass.
-    A file that is missing or does not decode is an error naming it."""
+    A file that is missing or does not decode, or an image over ``max_pixels`` (None or 0: no limit), is
+    an error naming it."""
 
     def __init__(self, files: Sequence[str], channel: int = 3, resize: Any = None, shuffle: bool = False, *,
-                 seed: int | None = None):
+                 seed: int | None = None, max_pixels: int | None = MAX_PIXELS):
         if not len(files):
             raise PicPacValueError("ImageFromFile: no image files given")
         if channel not in (1, 3):
@@ -52,7 +53,7 @@ class ImageFromFile(RNGDataFlow):
         if resize is not None:
             resize = (int(resize), int(resize)) if np.isscalar(resize) else tuple(int(v) for v in resize)
         self.resize = resize
-        self.shuffle, self.seed = bool(shuffle), seed
+        self.shuffle, self.seed, self.max_pixels = bool(shuffle), seed, max_pixels
 
     def __len__(self) -> int:
         return len(self.files)
@@ -63,7 +64,10 @@ class ImageFromFile(RNGDataFlow):
                 data = f.read()
         except FileNotFoundError:
             raise MissingPathError(f"{path}: no such file") from None
-        img = decode_channels(data, self.channel, rgb=True)
+        try:
+            img = decode_channels(data, self.channel, rgb=True, max_pixels=self.max_pixels)
+        except ImageTooLargeError as exc:
+            raise ImageTooLargeError(exc.width, exc.height, exc.limit, path) from None
         if img is None:
             raise PicPacValueError(f"{path}: does not decode as an image")
         if self.resize is not None:

@@ -2,16 +2,22 @@
 
 Decoding only part of a JPEG (a region, at a reduced scale) goes through picpac's optional C
 extension ``picpac.image._jpeg`` over the system's libjpeg-turbo; without it every JPEG is decoded whole.
+
+Every decode is bounded by ``max_pixels`` (width x height, default :data:`MAX_PIXELS`), checked on the
+size in the image's header before any decoder runs, so a decompression bomb (a tiny file declaring a
+huge image) is refused without allocating its pixels. Images whose header picpac cannot read (see
+:mod:`.headers`) are bounded by OpenCV's own limit, the environment variable
+``OPENCV_IO_MAX_IMAGE_PIXELS`` (2**30 unless set before cv2 is imported), and checked after decoding.
 """
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 import cv2
 import numpy as np
 
-from ..errors import PicPacValueError
+from ..errors import ImageTooLargeError, PicPacValueError
+from .headers import image_size, jpeg_header  # noqa: F401  (jpeg_header: also offered here)
 
 try:
     from . import _jpeg
@@ -29,25 +35,51 @@ _QUALITY_PARAMS = {".jpg": [cv2.IMWRITE_JPEG_QUALITY, _QUALITY], ".jpeg": [cv2.I
                    ".webp": [cv2.IMWRITE_WEBP_QUALITY, _QUALITY]}
 
 
+MAX_PIXELS = 2**28
+"""The default limit on an image's width x height (268 million pixels, as Pillow's MAX_IMAGE_PIXELS):
+800 MB decoded as 8-bit colour."""
+
+
+def check_pixels(width: int, height: int, max_pixels: int | None = MAX_PIXELS) -> None:
+    """Raise ImageTooLargeError when ``width * height`` exceeds ``max_pixels`` (None or 0: no limit)."""
+    if max_pixels and width * height > max_pixels:
+        raise ImageTooLargeError(width, height, max_pixels)
+
+
 # JPEG has no alpha, so decoding it with orientation applied loses nothing; other formats keep alpha.
 _JPEG_AS_SHOWN = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
 
 
-def decode(data: Any, flags: int | None = None) -> np.ndarray | None:
+def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_PIXELS) -> np.ndarray | None:
     """Decode encoded image bytes (any bytes-like object, not copied); None if they are no image.
 
     By default the image comes out as viewers show it: a JPEG's EXIF orientation is applied
     (as OpenCV's IMREAD_COLOR does), other formats keep their channels, alpha and bit depth.
+    An image of more than ``max_pixels`` pixels (None or 0: no limit) raises ImageTooLargeError.
     """
     buf = np.frombuffer(data, np.uint8)
     if buf.size == 0:
         return None
+    size = _checked_size(buf, max_pixels)
     if flags is None:
         flags = _JPEG_AS_SHOWN if buf[:2].tobytes() == b"\xff\xd8" else cv2.IMREAD_UNCHANGED
     try:
-        return cv2.imdecode(buf, flags)
+        img = cv2.imdecode(buf, flags)
     except cv2.error:
         return None
+    if size is None and img is not None:  # a header picpac cannot read: OpenCV's own limit bounded it
+        check_pixels(img.shape[1], img.shape[0], max_pixels)
+    return img
+
+
+def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:
+    """The header's (width, height) after check_pixels, or None when there is no limit or no readable header."""
+    if not max_pixels:
+        return None
+    size = image_size(data)
+    if size is not None:
+        check_pixels(*size, max_pixels)
+    return size
 
 
 def shape_of(img: np.ndarray) -> tuple[int, int, int]:
@@ -100,8 +132,8 @@ Region = tuple[int, int, int, int]
 """(x, y, width, height) in pixels."""
 
 
-def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1,
-                    region: Region | None = None) -> np.ndarray | None:
+def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1, region: Region | None = None, *,
+                    max_pixels: int | None = MAX_PIXELS) -> np.ndarray | None:
     """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A).
 
     ``reduction`` 2 or 4 decodes a JPEG at that fraction of its size (1 or 3 channels only;
@@ -113,12 +145,16 @@ def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1,
     where that cannot be done (no extension, CMYK JPEGs, other formats), and the caller tells the
     two answers apart by their shape. The JPEG's EXIF orientation is not applied to a region:
     pass one only for upright JPEGs.
+
+    ``max_pixels`` bounds the whole image's size, as in :func:`decode`, whatever the reduction and region.
     """
-    if region is not None and _jpeg is not None and channels in (1, 3):
+    size = _checked_size(data, max_pixels)
+    # the C extension runs only on a checked size (or without a limit); OpenCV bounds the rest itself
+    if region is not None and _jpeg is not None and channels in (1, 3) and (size is not None or not max_pixels):
         pixels = _decode_region(data, channels, rgb, reduction, region)
         if pixels is not None:
             return pixels
-    img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)))
+    img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)), max_pixels=None if size is not None else max_pixels)
     if rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
     return img
@@ -138,52 +174,3 @@ def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: 
         return None
     rows = np.frombuffer(pixels, np.uint8).reshape((height, row_width, channels) if channels > 1 else (height, row_width))
     return rows[:, x - first:x - first + width]
-
-
-def jpeg_header(data: Any) -> tuple[int, int, int] | None:
-    """(width, height, EXIF orientation) of a JPEG, read from its header alone; the size is as
-    shown, with the orientation (1: upright) applied, as OpenCV's decode applies it.
-
-    None when ``data`` is no JPEG or the header is not understood: the caller then decodes it.
-    """
-    b = memoryview(data).cast("B")
-    if len(b) < 4 or b[0] != 0xFF or b[1] != 0xD8:
-        return None
-    i, orientation = 2, 1
-    try:
-        while i + 4 <= len(b):
-            if b[i] != 0xFF:
-                return None
-            marker = b[i + 1]
-            if marker == 0xFF:  # fill byte
-                i += 1
-                continue
-            length = (b[i + 2] << 8) | b[i + 3]
-            if marker == 0xE1 and bytes(b[i + 4:i + 10]) == b"Exif\0\0":
-                orientation = _exif_orientation(bytes(b[i + 10:i + 2 + length]))
-            elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # start of frame
-                height, width = (b[i + 5] << 8) | b[i + 6], (b[i + 7] << 8) | b[i + 8]
-                if not width or not height:
-                    return None
-                return (height, width, orientation) if orientation in (5, 6, 7, 8) else (width, height, orientation)
-            elif marker == 0xDA:  # scan data before any frame header
-                return None
-            i += 2 + length
-    except IndexError:
-        return None
-    return None
-
-
-def _exif_orientation(tiff: bytes) -> int:
-    """The Orientation tag (0x0112) of EXIF's first IFD, 1 when absent or unreadable."""
-    try:
-        order = {b"II": "<", b"MM": ">"}[tiff[:2]]
-        (offset,) = struct.unpack_from(order + "I", tiff, 4)
-        (count,) = struct.unpack_from(order + "H", tiff, offset)
-        for k in range(count):
-            tag, _, _, value = struct.unpack_from(order + "HHIH", tiff, offset + 2 + 12 * k)
-            if tag == 0x0112:
-                return value if 1 <= value <= 8 else 1
-    except (KeyError, struct.error):
-        pass
-    return 1

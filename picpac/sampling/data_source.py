@@ -33,7 +33,7 @@ import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
-from .batch_samplers import AbstractSampler, StandardSampler, SubsetSampler, check_repeats, num_batches
+from .batch_samplers import StandardSampler, SubsetSampler, check_repeats, num_batches
 from .common import check_int
 
 __all__ = [
@@ -171,7 +171,7 @@ class RandomAccessDataSource(AbstractDataSource):
             missing = [m for m in ("num_indices_generated", "map_indices", "in_order_indices_batch_iterator",
                                    "shuffled_indices_batch_iterator") if not hasattr(sampler, m)]
             if missing:
-                raise PicPacTypeError(f"sampler must be a picpac.AbstractSampler, got "
+                raise PicPacTypeError(f"sampler must be a picpac.sampling.AbstractSampler, got "
                                       f"{type(sampler).__name__} (no {', '.join(missing)})")
         else:
             repeats = check_repeats(repeats)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
+from ..image.decoding import MAX_PIXELS
 
 
 @dataclass(frozen=True)
@@ -134,6 +135,7 @@ KEYS: dict[str, Key] = {
     "channels": Key(3, _choice(1, 3, -1)),
     "reduced_decode": Key(True, _bool),
     "region_decode": Key(True, _bool),
+    "max_pixels": Key(MAX_PIXELS, _int(0)),
     "resize_width": Key(0, _int(0)),
     "resize_height": Key(0, _int(0)),
     "min_size": Key(0, _int(0)),

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import MissingPathError, PicPacError, PicPacValueError, SampleError
+from ..errors import ImageTooLargeError, MissingPathError, PicPacError, PicPacValueError, SampleError
 from .config import parse
 from .processor import LazyRng, Processor
 
@@ -32,7 +32,10 @@ class ImageLoader:
         """The image batch of one encoded image."""
         try:
             sample = self.processor.decode({"image": data}, 0.0, 0, where)
-        except SampleError:
+        except SampleError as exc:
+            large = exc.__cause__
+            if isinstance(large, ImageTooLargeError):
+                raise ImageTooLargeError(large.width, large.height, large.limit, where) from None
             raise PicPacValueError(f"{where}: cannot decode the image (corrupt, truncated or not an image)") from None
         rng = LazyRng(self.config["seed"], 0, 0, 0)
         sample = self.processor.augment(self.processor.settle(sample, rng), rng)

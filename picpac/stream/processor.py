@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from .. import image
-from ..errors import PicPacValueError, SampleError
+from ..errors import ImageTooLargeError, PicPacValueError, SampleError
 from ..file.layout import ArraySpec
 from ..image import specs
 from ..image.color import AddColor
@@ -46,11 +46,11 @@ _thread = threading.local()
 _clock = threading.local()
 
 
-def _timed_decode(*args: Any) -> np.ndarray | None:
+def _timed_decode(*args: Any, **kwargs: Any) -> np.ndarray | None:
     """image.decode_channels, adding its time to this thread's decode clock (profile=True)."""
     start = time.perf_counter()
     try:
-        return image.decode_channels(*args)
+        return image.decode_channels(*args, **kwargs)
     finally:
         _clock.seconds = getattr(_clock, "seconds", 0.0) + time.perf_counter() - start
 
@@ -113,6 +113,7 @@ class Processor:
         self.mean = None if c["mean"] is None else np.float32(c["mean"])
         self.std = None if c["std"] is None else np.float32(c["std"])
         self.decode_image = _timed_decode if c["profile"] else image.decode_channels
+        self.max_pixels = c["max_pixels"]
         # a region of an upright JPEG only (libjpeg does not apply EXIF orientation)
         self.region_decode = c["region_decode"] and image.REGION_DECODE
 
@@ -143,7 +144,15 @@ class Processor:
         decoded when the pixels are first read, at the smallest scale the planned geometry allows.
         A field declared in ``arrays`` (the database's array fields) is not decoded: it is viewed as
         its array, zero-copy and read-only, and ``channels`` and ``colorspace`` do not apply to it.
+        An image (or mask) over ``max_pixels`` is a SampleError, raised from its header before any decoding.
         """
+        try:
+            return self._decode(fields, label, record, where, arrays)
+        except ImageTooLargeError as exc:
+            raise SampleError(where, record, f"has an image of {exc.advice('the config key max_pixels')}") from exc
+
+    def _decode(self, fields: dict[str, Any], label: float, record: int, where: str,
+                arrays: Mapping[str, ArraySpec] | None) -> Sample:
         if "image" not in fields:
             raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
         data, channels = fields["image"], self.config["channels"]
@@ -154,11 +163,13 @@ class Processor:
             sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
         elif header is not None:
             width, height, orientation = header
+            image.check_pixels(width, height, self.max_pixels)
+            # checked here, from the header the deferred decode reads: it need not check again
             sample = Sample(None, label, record, extra=extra, size=(width, height),
-                            decoder=partial(self.decode_image, data, channels, self.rgb),
+                            decoder=partial(self.decode_image, data, channels, self.rgb, max_pixels=None),
                             regions=self.region_decode and orientation == 1)
         else:
-            pixels = self.decode_image(data, channels, self.rgb)
+            pixels = self.decode_image(data, channels, self.rgb, max_pixels=self.max_pixels)
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra)
@@ -185,7 +196,7 @@ class Processor:
         if arrays and name in arrays:
             mask = array_view(fields[name], arrays[name], name, record, where)
         else:
-            mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED)
+            mask = image.decode(fields[name], cv2.IMREAD_UNCHANGED, max_pixels=self.max_pixels)
         if mask is None:
             raise SampleError(where, record, f"cannot decode its {name!r} image")
         if (mask.shape[1], mask.shape[0]) != size:

@@ -9,6 +9,7 @@ import click
 
 from .. import __version__
 from ..errors import PicPacError
+from ..image.decoding import MAX_PIXELS
 from ..stores import KINDS as STORE_KINDS
 
 IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
@@ -42,9 +43,13 @@ def main() -> None:
 
 
 def _import_options(f):
-    f = click.option("--strict", is_flag=True, help="Fail on the first missing or undecodable file, writing nothing.")(f)
+    f = click.option("--strict", is_flag=True,
+                     help="Fail on the first missing, undecodable or too large file, writing nothing.")(f)
     f = click.option("--max-size", type=click.IntRange(min=1), default=None,
                      help="Downsize images whose longer side exceeds N pixels and re-encode them.")(f)
+    f = click.option("--max-pixels", type=click.IntRange(min=0), default=MAX_PIXELS, show_default=True,
+                     help="Reject images (and masks) whose header declares more than N pixels (width x height), "
+                          "before decoding them: decompression bombs. 0: no limit.")(f)
     f = click.option("--threads", type=click.IntRange(min=1), default=None,
                      help="Threads validating images in parallel [default: number of cores].")(f)
     f = click.option("--root", type=click.Path(file_okay=False), default=None,
@@ -86,10 +91,10 @@ def import_command(src: str, db: str, fmt: str, store: str | None, **options) ->
         _run_import(src, db, fmt, **options)
         return
     ctx = click.get_current_context()
-    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "threads", "root")
+    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given:
-        names = {"fmt": "-f/--format", "max_size": "--max-size"}
+        names = {"fmt": "-f/--format", "max_size": "--max-size", "max_pixels": "--max-pixels"}
         raise click.UsageError(f"--from cannot be combined with {', '.join(names.get(n, '--' + n) for n in given)} "
                                "(they apply to image layouts)")
     from ..stores import import_store

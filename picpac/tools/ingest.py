@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from .. import image
 from ..engine.threads import ordered_map
-from ..errors import ImportFailedError, PicPacValueError, SourceError
+from ..errors import ImageTooLargeError, ImportFailedError, PicPacValueError, SourceError
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
 
@@ -62,13 +62,16 @@ class _Skip(Exception):
 
 def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str = "auto",
                    root: str | os.PathLike | None = None, threads: int | None = None, strict: bool = False,
-                   max_size: int | None = None, overwrite: bool = False, progress: bool | None = None,
+                   max_size: int | None = None, max_pixels: int | None = image.MAX_PIXELS,
+                   overwrite: bool = False, progress: bool | None = None,
                    labels: str | os.PathLike | None = None,
                    classes: str | os.PathLike | None = None) -> ImportReport:
     """Import the images of ``src`` (laid out as ``format``, see docs/import.md) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
-    undecodable files are skipped and listed in the report, or with ``strict`` fail the import.
+    undecodable files are skipped and listed in the report, or with ``strict`` fail the import; so are
+    images (and masks) whose header declares more than ``max_pixels`` pixels (None or 0: no limit),
+    refused before they are decoded.
     Original bytes are stored unchanged unless ``max_size`` makes an image's longer side shrink.
     ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
     when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
@@ -79,6 +82,8 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     threads = _check_positive("threads", (os.cpu_count() or 1) if threads is None else threads)
     if max_size is not None:
         _check_positive("max_size", max_size)
+    if max_pixels:
+        _check_positive("max_pixels", max_pixels)
     _check_target(db, overwrite)
     listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
     if not listing.items:
@@ -86,7 +91,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     metadata: dict[str, Any] = {"source": listing.source}
     if listing.classes:
         metadata["classes"] = listing.classes
-    load = partial(_load, root=listing.root, max_size=max_size)
+    load = partial(_load, root=listing.root, max_size=max_size, max_pixels=max_pixels)
     skipped: list[tuple[str, str]] = []
     source_bytes = 0
     with (Writer(db, metadata=metadata) as writer,
@@ -126,10 +131,10 @@ def _check_target(db: str, overwrite: bool) -> None:
         raise PicPacValueError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
 
 
-def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:
+def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | None) -> _Record | str:
     """Read and check one item (on a worker thread): the record to write, or why it is skipped."""
     try:
-        data, img = _read_image(item.path, "")
+        data, img = _read_image(item.path, "", max_pixels)
         fields = {"image": data}
         if item.annotation is not None:
             fields["annotation"] = _checked_json(item.annotation)
@@ -137,7 +142,7 @@ def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:
                 fields["annotation"] = centres_to_continuous(fields["annotation"], img.shape[1], img.shape[0])
         if item.mask_path is not None:
             what = f"mask {_shown(item.mask_path, root)}: "
-            mask_data, mask = _read_image(item.mask_path, what)
+            mask_data, mask = _read_image(item.mask_path, what, max_pixels)
             if mask.shape[:2] != img.shape[:2]:
                 raise _Skip(f"{what}{_size(mask)} but the image is {_size(img)}; a mask must match its image")
             fields["mask"] = mask_data
@@ -153,7 +158,7 @@ def _load(item: SourceItem, root: str, max_size: int | None) -> _Record | str:
     return _Record(fields, meta, source_bytes)
 
 
-def _read_image(path: str, what: str) -> tuple[bytes, np.ndarray]:
+def _read_image(path: str, what: str, max_pixels: int | None) -> tuple[bytes, np.ndarray]:
     """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons."""
     try:
         with open(path, "rb") as f:
@@ -162,7 +167,10 @@ def _read_image(path: str, what: str) -> tuple[bytes, np.ndarray]:
         raise _Skip(f"{what}missing file") from None
     except OSError as exc:
         raise _Skip(f"{what}cannot read: {exc.strerror}") from None
-    img = image.decode(data)
+    try:
+        img = image.decode(data, max_pixels=max_pixels)
+    except ImageTooLargeError as exc:
+        raise _Skip(f"{what}image of {exc.advice('--max-pixels (max_pixels=)')}") from None
     if img is None:
         raise _Skip(f"{what}cannot decode (corrupt, truncated or not an image)")
     return data, img

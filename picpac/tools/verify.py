@@ -16,7 +16,7 @@ import numpy as np
 from tqdm import tqdm
 
 from .. import image
-from ..errors import CorruptRecordError, FormatError, PicPacValueError
+from ..errors import CorruptRecordError, FormatError, ImageTooLargeError, PicPacValueError
 from ..file.layout import HEADER_SIZE
 from ..file.reader import Reader
 
@@ -50,12 +50,13 @@ class VerifyReport:
 
 
 def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[str] | None = None,
-           progress: bool | None = None) -> VerifyReport:
+           progress: bool | None = None, max_pixels: int | None = image.MAX_PIXELS) -> VerifyReport:
     """Check the database at ``path`` and report every problem found.
 
     With ``decode=True`` every ``image`` and ``mask`` field (or the fields named in ``fields``) is
     decoded with OpenCV (a field declared as an array, metadata ``arrays``, is checked for its size
-    instead). ``progress`` shows a tqdm bar (None: only on a terminal). Raises
+    instead); an image over ``max_pixels`` (None or 0: no limit) is a problem, found from its header
+    without decoding it. ``progress`` shows a tqdm bar (None: only on a terminal). Raises
     PicPacError when the database cannot be opened at all.
     """
     with _open(path) as reader:
@@ -69,7 +70,7 @@ def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[st
         bar = tqdm(range(len(reader)), desc="verify", unit="rec",
                    disable=None if progress is None else not progress)
         for i in bar:
-            _check_record(reader, i, names, report)
+            _check_record(reader, i, names, report, max_pixels)
     return report
 
 
@@ -105,7 +106,7 @@ def _index_problems(index: np.ndarray, data_end: int) -> list[str]:
     return problems
 
 
-def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport) -> None:
+def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport, max_pixels: int | None) -> None:
     try:
         record = reader.read(i, check=True)
     except CorruptRecordError as exc:
@@ -113,16 +114,17 @@ def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport
         report.problems.append(f"record {i}{_meta_path(reader, i)}: {exc.reason}")
         return
     arrays = _arrays(reader)
-    bad = [name for name in names if name in record.fields and name not in arrays
-           and not _decodes(record.fields[name])]
+    decoded = {name: _decode_problem(record.fields[name], max_pixels) for name in names
+               if name in record.fields and name not in arrays}
+    bad = [name for name, why in decoded.items() if why == _UNDECODABLE]
     wrong = [f"field {name!r} has {record.fields[name].nbytes} bytes, not the {arrays[name].nbytes} of a "
              f"{arrays[name]} array" for name in names
              if name in record.fields and name in arrays and record.fields[name].nbytes != arrays[name].nbytes]
+    wrong += [f"field {name!r} {why}" for name, why in decoded.items() if why not in (None, _UNDECODABLE)]
     if bad or wrong:
         report.undecodable.append(i)
     if bad:
-        report.problems.append(f"record {i}{_meta_path(reader, i)}: field {', '.join(map(repr, bad))} "
-                               "does not decode as an image")
+        report.problems.append(f"record {i}{_meta_path(reader, i)}: field {', '.join(map(repr, bad))} {_UNDECODABLE}")
     report.problems += [f"record {i}{_meta_path(reader, i)}: {why}" for why in wrong]
 
 
@@ -144,5 +146,12 @@ def _meta_path(reader: Reader, i: int) -> str:
     return f" ({path})" if isinstance(path, str) else ""
 
 
-def _decodes(data: memoryview) -> bool:
-    return image.decode(data) is not None
+_UNDECODABLE = "does not decode as an image"
+
+
+def _decode_problem(data: memoryview, max_pixels: int | None) -> str | None:
+    """Why ``data`` does not decode, None when it does."""
+    try:
+        return None if image.decode(data, max_pixels=max_pixels) is not None else _UNDECODABLE
+    except ImageTooLargeError as exc:
+        return f"is an image of {exc.advice()}"

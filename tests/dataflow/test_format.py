@@ -296,3 +296,34 @@ def test_tensorpack_made_lmdb_reads_with_msgpack(tmp_path):
     ds.reset_state()
     got = sorted(ds, key=lambda dp: dp[1])
     assert len(ds) == 3 and [dp[1] for dp in got] == [0, 1, 2] and got[2][0].tolist() == [[2, 2], [2, 2]]
+
+
+def test_decoding_flows_refuse_a_bomb(tmp_path):
+    from conftest import jpeg_bomb
+
+    bomb = tmp_path / "bomb.jpg"
+    bomb.write_bytes(jpeg_bomb())
+    with pytest.raises(picpac.ImageTooLargeError, match=r"bomb.jpg: image of 65500x65500 .*max_pixels=268435456"):
+        list(ImageFromFile([str(bomb)]))
+    small = write_png(tmp_path / "small.png", np.zeros((6, 8, 3), np.uint8))
+    with pytest.raises(picpac.ImageTooLargeError, match="small.png: image of 8x6"):
+        list(ImageFromFile([small], max_pixels=47))
+    assert list(ImageFromFile([small], max_pixels=0))[0][0].shape == (6, 8, 3)
+    with picpac.Writer(tmp_path / "db.picpac") as w:
+        w.append(image=cv2.imencode(".png", np.zeros((6, 8, 3), np.uint8))[1].tobytes(), label=0.0)
+        w.append(image=jpeg_bomb(), label=1.0)
+    ds = PicPacData(tmp_path / "db.picpac", shuffle=False)
+    with pytest.raises(picpac.SampleError, match=r"db.picpac: record 1 has an image of 65500x65500"):
+        list(ds)
+    assert len(list(PicPacData(tmp_path / "db.picpac", shuffle=False, decode=False))) == 2
+
+    lmdb = pytest.importorskip("lmdb")
+    env = lmdb.open(str(tmp_path / "caffe"), map_size=1 << 24)
+    with env.begin(write=True) as txn:  # an encoded caffe.Datum: data (4), label (5), encoded (7)
+        n = len(jpeg_bomb())  # 128 <= n < 16384: a two-byte varint
+        txn.put(b"k", b"\x22" + bytes([n & 0x7F | 0x80, n >> 7]) + jpeg_bomb() + b"\x28\x01\x38\x01")
+    env.close()
+    caffe = CaffeLMDB(str(tmp_path / "caffe"), shuffle=False)
+    caffe.reset_state()
+    with pytest.raises(picpac.ImageTooLargeError, match=r"caffe: key b'k': image of 65500x65500"):
+        list(caffe)

@@ -410,9 +410,9 @@ def spy(monkeypatch):
     index: dict = {}
     decode = decoding.decode_channels
 
-    def spied(data, channels, rgb, reduction=1, region=None):
+    def spied(data, channels, rgb, reduction=1, region=None, **options):
         calls.append((index.get(hashlib.sha1(data).digest()), reduction, region))
-        return decode(data, channels, rgb, reduction, region)
+        return decode(data, channels, rgb, reduction, region, **options)
     monkeypatch.setattr(picpac.image, "decode_channels", spied)
     return calls, index
 

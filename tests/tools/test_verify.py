@@ -156,6 +156,24 @@ def test_checksummed_but_undecodable_image_is_found_only_with_decode(tmp_path):
     assert result.stdout == f"{path}: 1 problem(s) in 3 records, images decoded (0 damaged, 1 undecodable)\n"
 
 
+def test_decode_finds_an_image_over_the_pixel_limit(tmp_path):
+    from conftest import jpeg_bomb
+
+    path = tmp_path / "db.picpac"
+    with picpac.Writer(path) as w:
+        w.append(image=jpeg(0), meta={"path": "0.jpg"})
+        w.append(image=jpeg_bomb(), meta={"path": "bomb.jpg"})
+    report = verify(path, decode=True, progress=False)
+    assert (report.ok, report.damaged, report.undecodable) == (False, [], [1])
+    why = ("is an image of 65500x65500 = 4,290,250,000 pixels, over the limit max_pixels=268435456 (a "
+           "decompression bomb?); raise max_pixels (0: no limit) if it is genuine")
+    assert report.problems == [f"record 1 (bomb.jpg): field 'image' {why}"]
+    assert verify(path, decode=True, progress=False, max_pixels=None).problems == [
+        "record 1 (bomb.jpg): field 'image' does not decode as an image"]  # OpenCV's own limit, 2**30
+    result = run_cli("verify", "--decode", str(path))
+    assert result.returncode == 1 and "65500x65500" in result.stderr
+
+
 def rewrite_index(path, edit) -> None:
     """Apply ``edit`` to the committed index and store it with fresh checksums, as a buggy writer would."""
     data = bytearray(path.read_bytes())
