@@ -257,7 +257,8 @@ class StoreReader:
             yield self[i]
 
     def _record(self, i: int, fields: dict, label: float, group: int | None, meta: Any) -> Record:
-        return Record(i, label, group, fields, meta if isinstance(meta, (memoryview, dict)) else memoryview(meta))
+        return Record(i, label, group, fields, meta if isinstance(meta, (memoryview, dict)) else memoryview(meta),
+                      self.path)
 
     def _ordered(self, fields: dict) -> dict:
         order = self.metadata.get("fields")

@@ -7,12 +7,13 @@ import multiprocessing as mp
 import os
 import pickle
 import re
+import sqlite3
 import sys
 
 import pytest
 
 from picpac import stores
-from picpac.errors import FormatError, MissingPathError, PicPacError, PicPacValueError
+from picpac.errors import CorruptRecordError, FormatError, MissingPathError, PicPacError, PicPacValueError
 
 from store_helpers import KINDS, _needs, db, store_path  # noqa: F401 (db: a fixture)
 
@@ -111,3 +112,14 @@ def test_missing_optional_package_says_how_to_install(tmp_path, monkeypatch):
         with pytest.raises(stores.MissingPackageError, match=re.escape("pip install picpac[formats]")):
             stores.open_writer(tmp_path / f"x.{kind}", kind)
     assert os.listdir(tmp_path) == []
+
+
+def test_a_store_record_with_bad_meta_names_the_store(tmp_path):
+    path = str(tmp_path / "bad.sqlite")
+    with stores.open_writer(path, "sqlite") as w:
+        w.append(image=b"x", meta={"a": 1})
+    with sqlite3.connect(path) as con:
+        con.execute("UPDATE records SET meta = ?", ("[" * 100_000,))
+    with stores.open_reader(path, "sqlite") as r:
+        with pytest.raises(CorruptRecordError, match=rf"{re.escape(path)}: record 0 has meta that is not valid JSON"):
+            r[0].meta
