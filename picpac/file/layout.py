@@ -182,7 +182,8 @@ def read_header(buf: Any, size: int, path: str) -> HeaderState:
     damaged = tuple(i for i, c in enumerate(slots) if c is None)
     valid = [(c.seq, i) for i, c in enumerate(slots) if c is not None]
     if not valid:
-        raise CorruptError(f"{path}: both commit slots in the header are damaged")
+        raise CorruptError(f"{path}: both commit slots in the header are damaged; `picpac repair` recovers "
+                           "the records of the newest commit the file still holds")
     seq, slot = max(valid)
     if seq == 0:
         why = " (the other slot is damaged)" if damaged else ""
@@ -200,7 +201,7 @@ def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, n
     try:
         if crc32(region) != commit.crc:
             raise CorruptError(f"{path}: the metadata/index region (bytes {commit.offset}-{commit.end}) "
-                               "fails its checksum")
+                               "fails its checksum; `picpac repair` recovers the records of the newest intact commit")
     finally:
         region.release()
     metadata = load_json(buf[commit.offset:commit.offset + commit.meta_size],

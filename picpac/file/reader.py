@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import (CorruptRecordError, FormatError, MissingPathError, PicPacError,
+from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PicPacError,
                       PicPacTypeError, PicPacValueError)
-from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, MAX_ARRAY_BYTES, NO_GROUP, RECORD_HEAD, ArraySpec, crc32,
-                     crc32_joined, crc32_powers, field_table, load_json, parse_arrays, read_commit, read_header)
+from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, HEADER_SIZE, MAX_ARRAY_BYTES, NO_GROUP, RECORD_HEAD, ArraySpec,
+                     HeaderState, crc32, crc32_joined, crc32_powers, field_table, load_json, parse_arrays,
+                     read_commit, read_header)
 
 
 class Record:
@@ -76,6 +77,14 @@ def _reopen(path: str, check: bool, seq: int, crc: int) -> Reader:
     return reader
 
 
+_OPEN_ATTEMPTS = 20
+
+
+def _changed(fd: int, size: int, header: bytes) -> bool:
+    """Whether the file has grown or its header differs from ``header`` since they were read."""
+    return os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header
+
+
 class Reader:
     """Read a picpac database.
 
@@ -100,24 +109,9 @@ class Reader:
         except OSError as exc:
             raise PicPacError(f"{self.path}: cannot open: {exc.strerror}") from None
         try:
-            st = os.fstat(fd)
-            size = st.st_size
-            if stat.S_ISDIR(st.st_mode):
-                raise FormatError(f"{self.path}: is a directory, not a picpac database")
-            if size == 0:
-                raise FormatError(f"{self.path}: empty file, not a picpac database")
-            try:
-                self._mmap = mmap.mmap(fd, size, prot=mmap.PROT_READ)
-            except (OSError, ValueError) as exc:
-                raise FormatError(f"{self.path}: cannot map: {exc}") from None
+            size, state = self._map_committed(fd)
         finally:
             os.close(fd)
-        try:
-            state = read_header(self._mmap, size, self.path)
-            self.metadata, self.index = read_commit(self._mmap, size, state.current, self.path)
-        except BaseException:
-            self._mmap.close()
-            raise
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
                           "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
@@ -137,6 +131,41 @@ class Reader:
         self._rows: np.ndarray | None = None  # the records' region as (count, stride) uint8
         self._powers: tuple[int, np.ndarray] | None = None  # crc32_powers for rows of whole records
         self._good: np.ndarray | None = None  # records whose checksum spans() found good, for once=True
+
+    def _map_committed(self, fd: int) -> tuple[int, HeaderState]:
+        """Map the file and load its newest commit: ``(size, header state)``.
+
+        A Writer appending meanwhile grows the file and then writes a header slot; a size taken before
+        that slot, or a slot read while it is being written, would make a sound file look damaged. So
+        when what was read fails and the file has changed since, it is read again.
+        """
+        for attempt in range(_OPEN_ATTEMPTS):
+            st = os.fstat(fd)
+            if stat.S_ISDIR(st.st_mode):
+                raise FormatError(f"{self.path}: is a directory, not a picpac database")
+            if st.st_size == 0:
+                raise FormatError(f"{self.path}: empty file, not a picpac database")
+            try:
+                self._mmap = mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ)
+            except (OSError, ValueError) as exc:
+                raise FormatError(f"{self.path}: cannot map: {exc}") from None
+            header = self._mmap[:HEADER_SIZE]
+            try:
+                state = read_header(header, st.st_size, self.path)
+                self.metadata, self.index = read_commit(self._mmap, st.st_size, state.current, self.path)
+                if not state.damaged_slots or not _changed(fd, st.st_size, header):
+                    return st.st_size, state
+                self.index = None  # a slot torn while being written: read again (the index views the map)
+            except CorruptError:
+                if attempt == _OPEN_ATTEMPTS - 1 or not _changed(fd, st.st_size, header):
+                    self._mmap.close()
+                    raise
+            except BaseException:
+                self._mmap.close()
+                raise
+            self._mmap.close()
+        raise CorruptError(f"{self.path}: the header changed on each of {_OPEN_ATTEMPTS} reads "
+                           "(a Writer committing faster than it can be opened?)")
 
     @property
     def arrays(self) -> dict[str, ArraySpec]:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
+from ..errors import CorruptError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
 from .layout import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
                      RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
                      index_offset_after, pack_header, parse_arrays, read_commit, read_header)
@@ -65,6 +65,25 @@ def _check_metadata(metadata: Any) -> dict:
     return dict(metadata)
 
 
+def _lock(fd: int, path: str) -> None:
+    """Take the exclusive lock that appending Writers hold; WriterBusyError when another holds it."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise WriterBusyError(f"{path}: another Writer is appending to this database; "
+                              "try again when it has closed") from None
+
+
+def _same_file(fd: int, path: str) -> bool:
+    """Whether ``fd`` is still the file at ``path``."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
+
+
 class Writer:
     """Write records to a picpac database.
 
@@ -89,10 +108,12 @@ class Writer:
         self._index = np.zeros(1024, INDEX_DTYPE)
         self._file = None
         self._temp_path: str | None = None
-        if append and os.path.exists(self.path):
-            self._open_existing()
-        else:
+        self._created: Commit | None = None  # the empty commit of a database an append created
+        if not append:
             self._create(directory)
+        elif not self._open_existing():
+            self._create(directory)
+            self._publish_empty()
         self._metadata.update(extra)
         self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
         self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
@@ -115,28 +136,41 @@ class Writer:
             "created": {"time": now, "by": f"picpac {__version__}", "host": platform.node()},
         }
 
-    def _open_existing(self) -> None:
-        try:
-            file = open(self.path, "r+b")
-        except OSError as exc:
-            raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
-        try:
+    def _open_existing(self) -> bool:
+        """Open ``path`` to append to it, holding its lock; False when there is no file to open."""
+        while True:
             try:
-                fcntl.flock(file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                raise WriterBusyError(f"{self.path}: another Writer is appending to this database") from None
-            size = os.fstat(file.fileno()).st_size
-            state = read_header(file.read(HEADER_SIZE), size, self.path)
-            file.seek(0)
-            buf = file.read(state.current.end)
-            self._metadata, index = read_commit(buf, len(buf), state.current, self.path)
-        except BaseException:
+                file = open(self.path, "r+b")
+            except FileNotFoundError:
+                return False
+            except OSError as exc:
+                raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
+            try:
+                _lock(file.fileno(), self.path)
+                # A Writer(path) may have replaced the file between open and lock: lock the current one.
+                if _same_file(file.fileno(), self.path):
+                    self._load(file)
+                    return True
+            except BaseException:
+                file.close()
+                raise
             file.close()
-            raise
+
+    def _load(self, file) -> None:
+        size = os.fstat(file.fileno()).st_size
+        state = read_header(file.read(HEADER_SIZE), size, self.path)
+        if state.damaged_slots and size > state.current.end:
+            raise CorruptError(
+                f"{self.path}: header commit slot {state.damaged_slots[0]} is damaged and {size - state.current.end} "
+                f"bytes follow the newest intact commit: a newer commit may hold records that appending would "
+                f"drop; run `picpac repair {self.path}` first")
+        file.seek(0)
+        buf = file.read(state.current.end)
+        self._metadata, index = read_commit(buf, len(buf), state.current, self.path)
         self._file = file
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header slot {state.damaged_slots} is damaged; the next commit "
-                          "rewrites it", RuntimeWarning, stacklevel=3)
+                          "rewrites it", RuntimeWarning, stacklevel=4)
         self._commit, self._slot = state.current, state.slot
         self._grow(len(index))
         self._index[: len(index)] = index
@@ -146,6 +180,31 @@ class Writer:
         self._file.truncate(self._end)
         self._file.seek(self._end)
 
+    def _publish_empty(self) -> None:
+        """Make the new file an empty database at ``path`` now, unless another process made ``path`` first.
+
+        ``Writer(path, append=True)`` on a missing path: two such Writers must not each build a file and
+        rename it over the other's. The first to link its file to ``path`` appends to it; the other
+        appends after it, or gets WriterBusyError while it holds the lock.
+        """
+        self._write_commit()
+        try:
+            os.link(self._temp_path, self.path)
+        except FileExistsError:
+            self.abort()
+            if not self._open_existing():
+                raise WriterBusyError(f"{self.path}: another Writer created and removed this database meanwhile; "
+                                      "try again") from None
+            return
+        except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
+            if os.path.lexists(self.path):
+                raise WriterBusyError(f"{self.path}: another Writer created this database meanwhile") from None
+            os.rename(self._temp_path, self.path)
+        else:
+            os.unlink(self._temp_path)
+        self._temp_path = None
+        self._fsync_directory()
+        self._created = self._commit
     # -- writing ---------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._count
@@ -251,6 +310,20 @@ class Writer:
     def commit(self) -> None:
         """Make every record appended so far durable and visible to new Readers."""
         self._check_open()
+        if self._temp_path is None:
+            self._write_commit()
+            return
+        replaced = self._lock_replaced()
+        try:
+            self._write_commit()
+            os.replace(self._temp_path, self.path)
+        finally:
+            if replaced is not None:
+                os.close(replaced)
+        self._temp_path = None
+        self._fsync_directory()
+
+    def _write_commit(self) -> None:
         meta = json.dumps(self._metadata, separators=(",", ":")).encode()
         index_offset = index_offset_after(self._end + len(meta))
         region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
@@ -268,10 +341,23 @@ class Writer:
         self._commit, self._slot = commit, self._slot ^ 1
         self._end += len(region)
         self._fsync()
-        if self._temp_path is not None:
-            os.replace(self._temp_path, self.path)
-            self._temp_path = None
-            self._fsync_directory()
+
+    def _lock_replaced(self) -> int | None:
+        """Lock the file this new database is about to replace (None when there is none), so that a Writer
+        appending to it is not silently discarded: WriterBusyError while one holds it. An appender that
+        opens the old file meanwhile finds, once it has the lock, that it is no longer ``path``."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PicPacError(f"{self.path}: cannot open the file this Writer replaces: {exc.strerror}") from None
+        try:
+            _lock(fd, self.path)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def close(self) -> None:
         """Commit and close. Closing twice is harmless."""
@@ -292,6 +378,8 @@ class Writer:
         try:
             if self._temp_path is None:
                 self._file.truncate(self._commit.end)
+            if self._created == self._commit:  # the empty database an append made: nothing was added
+                os.unlink(self.path)
         finally:
             self._file.close()
             self._file = None

@@ -160,6 +160,18 @@ def verify_command(db: str, decode: bool) -> None:
     sys.exit(0 if report.ok else 1)
 
 
+@main.command("repair", cls=_Command)
+@click.argument("db", type=click.Path(exists=True, dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the repaired database here [default: replace DB].")
+def repair_command(db: str, output: str | None) -> None:
+    """Recover every committed record DB still holds (after a damaged header slot, a damaged record or an
+    interrupted write); an intact DB is left as it is."""
+    from ..file.repair import repair
+
+    click.echo(repair(db, output).summary())
+
+
 @main.command("bench", cls=_Command)
 @click.argument("db", type=click.Path())
 @click.argument("settings", nargs=-1)

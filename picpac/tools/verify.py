@@ -63,9 +63,11 @@ def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[st
         state = reader.header
         names = _decoded_fields(reader, fields) if decode else []
         report = VerifyReport(reader.path, len(reader), decode)
+        beyond = os.path.getsize(reader.path) - state.current.end
+        after = (f"{beyond} bytes follow that commit, which a newer commit may list: `picpac repair` "
+                 "recovers its records" if beyond else "the next append rewrites the damaged slot")
         report.problems += [f"header: commit slot {s} is damaged (fails its checksum); the database reads "
-                            f"from slot {state.slot}, and the next append rewrites the damaged one"
-                            for s in state.damaged_slots]
+                            f"from slot {state.slot}, and {after}" for s in state.damaged_slots]
         report.problems += _index_problems(reader.index, state.current.offset)
         bar = tqdm(range(len(reader)), desc="verify", unit="rec",
                    disable=None if progress is None else not progress)
