@@ -91,7 +91,8 @@ class Writer:
     ``path`` on :meth:`close` (or the first :meth:`commit`), so ``path`` only ever holds a complete
     database. ``Writer(path, append=True)`` adds records to an existing database in place; nothing
     becomes visible until a commit, and an interrupted append leaves the last committed state.
-    Leaving a ``with`` block by an exception discards the uncommitted records.
+    Leaving a ``with`` block by an exception discards the uncommitted records. When ``path`` is a
+    symbolic link, the file it points to is written (or created) and the link is kept.
     """
 
     def __init__(self, path: str | os.PathLike, append: bool = False, *,
@@ -99,9 +100,10 @@ class Writer:
         if not isinstance(path, (str, os.PathLike)):
             raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
         self.path = os.fspath(path)
+        self._target = os.path.realpath(self.path)  # a symlink's target is written; the link stays
         self._sync = sync
         extra = _check_metadata(metadata)
-        directory = os.path.dirname(os.path.abspath(self.path))
+        directory = os.path.dirname(self._target)
         if not os.path.isdir(directory):
             raise MissingPathError(f"{self.path}: directory {directory} does not exist")
         self._count = 0
@@ -121,7 +123,7 @@ class Writer:
     # -- opening ---------------------------------------------------------------------------
     def _create(self, directory: str) -> None:
         self._temp_path = os.path.join(
-            directory, f".{os.path.basename(self.path)}.{os.getpid()}-{secrets.token_hex(4)}.picpac-tmp")
+            directory, f".{os.path.basename(self._target)}.{os.getpid()}-{secrets.token_hex(4)}.picpac-tmp")
         # os.open (unlike mkstemp's 0600) gives the database the permissions the umask allows
         fd = os.open(self._temp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         self._file = os.fdopen(fd, "w+b")
@@ -140,7 +142,7 @@ class Writer:
         """Open ``path`` to append to it, holding its lock; False when there is no file to open."""
         while True:
             try:
-                file = open(self.path, "r+b")
+                file = open(self._target, "r+b")
             except FileNotFoundError:
                 return False
             except OSError as exc:
@@ -148,7 +150,7 @@ class Writer:
             try:
                 _lock(file.fileno(), self.path)
                 # A Writer(path) may have replaced the file between open and lock: lock the current one.
-                if _same_file(file.fileno(), self.path):
+                if _same_file(file.fileno(), self._target):
                     self._load(file)
                     return True
             except BaseException:
@@ -189,7 +191,7 @@ class Writer:
         """
         self._write_commit()
         try:
-            os.link(self._temp_path, self.path)
+            os.link(self._temp_path, self._target)
         except FileExistsError:
             self.abort()
             if not self._open_existing():
@@ -197,9 +199,9 @@ class Writer:
                                       "try again") from None
             return
         except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
-            if os.path.lexists(self.path):
+            if os.path.lexists(self._target):
                 raise WriterBusyError(f"{self.path}: another Writer created this database meanwhile") from None
-            os.rename(self._temp_path, self.path)
+            os.rename(self._temp_path, self._target)
         else:
             os.unlink(self._temp_path)
         self._temp_path = None
@@ -316,7 +318,7 @@ class Writer:
         replaced = self._lock_replaced()
         try:
             self._write_commit()
-            os.replace(self._temp_path, self.path)
+            os.replace(self._temp_path, self._target)
         finally:
             if replaced is not None:
                 os.close(replaced)
@@ -347,7 +349,7 @@ class Writer:
         appending to it is not silently discarded: WriterBusyError while one holds it. An appender that
         opens the old file meanwhile finds, once it has the lock, that it is no longer ``path``."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = os.open(self._target, os.O_RDONLY)
         except FileNotFoundError:
             return None
         except OSError as exc:
@@ -379,7 +381,7 @@ class Writer:
             if self._temp_path is None:
                 self._file.truncate(self._commit.end)
             if self._created == self._commit:  # the empty database an append made: nothing was added
-                os.unlink(self.path)
+                os.unlink(self._target)
         finally:
             self._file.close()
             self._file = None
@@ -393,7 +395,7 @@ class Writer:
 
     def _fsync_directory(self) -> None:
         if self._sync:
-            fd = os.open(os.path.dirname(os.path.abspath(self.path)), os.O_RDONLY)
+            fd = os.open(os.path.dirname(self._target), os.O_RDONLY)
             try:
                 os.fsync(fd)
             finally:

@@ -316,3 +316,18 @@ def test_pickled_reader_reopens_same_commit(tmp_path):
             w.append(image=b"more")
         with pytest.raises(picpac.PicPacError, match="changed"):
             pickle.loads(blob)
+
+
+@pytest.mark.parametrize("append", [False, True])
+def test_a_symlink_path_writes_its_target(tmp_path, append):
+    (tmp_path / "data").mkdir()
+    target = tmp_path / "data" / "real.picpac"
+    link = tmp_path / "link.picpac"
+    link.symlink_to(target)
+    for i in range(2):  # creates the target, then replaces (or appends to) it
+        with picpac.Writer(link, append=append) as w:
+            w.append(image=payload(i))
+    assert link.is_symlink() and os.readlink(link) == str(target)
+    with picpac.Reader(link) as r:
+        assert [bytes(x["image"]) for x in r] == [payload(i) for i in range(2)][-1 - append:]
+    assert os.listdir(tmp_path / "data") == ["real.picpac"]

@@ -107,3 +107,4 @@ def test_aborted_append_to_a_new_path_leaves_nothing(tmp_path):
         w.abort()
     with picpac.Reader(path) as r:  # what was committed stays
         assert [bytes(x["image"]) for x in r] == [b"x"]
+
