@@ -7,7 +7,6 @@ import json
 import numbers
 import os
 import platform
-import secrets
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -16,6 +15,7 @@ import numpy as np
 
 from .. import __version__
 from ..errors import CorruptError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
+from . import durable
 from .layout import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
                      RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
                      index_offset_after, pack_header, parse_arrays, read_commit, read_header)
@@ -100,7 +100,7 @@ class Writer:
         if not isinstance(path, (str, os.PathLike)):
             raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
         self.path = os.fspath(path)
-        self._target = os.path.realpath(self.path)  # a symlink's target is written; the link stays
+        self._target = durable.target(self.path)  # a symlink's target is written; the link stays
         self._sync = sync
         extra = _check_metadata(metadata)
         directory = os.path.dirname(self._target)
@@ -112,18 +112,18 @@ class Writer:
         self._temp_path: str | None = None
         self._created: Commit | None = None  # the empty commit of a database an append created
         if not append:
-            self._create(directory)
+            self._create()
         elif not self._open_existing():
-            self._create(directory)
+            self._create()
             self._publish_empty()
         self._metadata.update(extra)
         self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
         self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
 
     # -- opening ---------------------------------------------------------------------------
-    def _create(self, directory: str) -> None:
-        self._temp_path = os.path.join(
-            directory, f".{os.path.basename(self._target)}.{os.getpid()}-{secrets.token_hex(4)}.picpac-tmp")
+    def _create(self) -> None:
+        durable.remove_stale_temps(self._target)
+        self._temp_path = durable.temp_path(self._target)
         # os.open (unlike mkstemp's 0600) gives the database the permissions the umask allows
         fd = os.open(self._temp_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
         self._file = os.fdopen(fd, "w+b")
@@ -395,11 +395,7 @@ class Writer:
 
     def _fsync_directory(self) -> None:
         if self._sync:
-            fd = os.open(os.path.dirname(self._target), os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
+            durable.fsync_directory(os.path.dirname(self._target))
 
     def __enter__(self) -> Writer:
         return self

@@ -5,12 +5,12 @@ import json
 import mmap
 import numbers
 import os
-import secrets
 import shutil
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ..errors import CorruptError, FormatError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
+from ..file import durable
 from ..file.reader import Record
 from ..file.writer import Writer, _as_bytes
 
@@ -62,27 +62,37 @@ class StoreWriter:
 
     The store is built beside ``path`` and moved to ``path`` by :meth:`close` (replacing what was
     there); leaving a ``with`` block by an exception, or :meth:`abort`, leaves ``path`` untouched.
+    With ``sync`` (the default) the store is fsynced before the rename and its directory after it,
+    so a power loss leaves the old store or the complete new one. A ``path`` that is a symbolic link
+    is written through: its target is replaced and the link kept. Temporary files of ``path`` that
+    dead processes left are removed when a writer starts (:func:`picpac.file.durable.remove_stale_temps`).
     """
 
     kind = ""
     reserved: frozenset[str] = frozenset()
     directory = False
 
-    def __init__(self, path: str | os.PathLike, *, metadata: Mapping[str, Any] | None = None):
+    def __init__(self, path: str | os.PathLike, *, metadata: Mapping[str, Any] | None = None, sync: bool = True):
         if not isinstance(path, (str, os.PathLike)):
             raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
         self.path = os.fspath(path)
-        parent = os.path.dirname(os.path.abspath(self.path))
+        self._target = durable.target(self.path)
+        parent = os.path.dirname(self._target)
         if not os.path.isdir(parent):
             raise MissingPathError(f"{self.path}: directory {parent} does not exist")
         self._metadata = _check_metadata(metadata)
+        self._sync = sync
         self._fields: list[str] = []
         self._count = 0
-        self._temp = os.path.join(parent, f".{os.path.basename(self.path)}.{os.getpid()}-{secrets.token_hex(4)}"
-                                          ".picpac-tmp")
+        self._check_target()
+        for output in self._outputs():
+            durable.remove_stale_temps(output)
+        self._temp = durable.temp_path(self._target)
+        self._lock: int | None = None
         self._open = True
         try:
             self._start()
+            self._lock = durable.lock(self._temp)
         except BaseException:
             self._discard()
             raise
@@ -130,10 +140,11 @@ class StoreWriter:
         self._open = False
         try:
             self._finish()
-            self._replace(self._temp, self.path)
+            self._replace(self._temp, self._target)
         except BaseException:
             self._discard()
             raise
+        self._unlock()
 
     def abort(self) -> None:
         """Drop everything written; ``path`` is left as it was."""
@@ -141,15 +152,50 @@ class StoreWriter:
             self._open = False
             self._discard()
 
+    def _outputs(self) -> list[str]:
+        """The paths the store occupies (the target of ``path``, and a binary store's index)."""
+        return [self._target]
+
+    def _check_target(self) -> None:
+        """Refuse early what :meth:`_replace` would refuse after all the work."""
+        if not os.path.isdir(self._target) or os.path.islink(self._target):
+            return
+        if not self.directory:
+            raise PicPacValueError(f"{self.path}: is a directory; not replacing it with a {self.kind} file")
+        if not set(os.listdir(self._target)) <= _STORE_FILES.get(self.kind, set()):
+            raise PicPacValueError(f"{self.path}: is a directory that is not an {self.kind} store; not replacing it")
+
     def _replace(self, temp: str, path: str) -> None:
-        if self.directory and os.path.lexists(path):
-            _remove_store(path, self.kind)
+        self._check_target()
+        if not self.directory:
+            durable.replace(temp, path, sync=self._sync)
+            return
+        # A directory cannot be renamed over a non-empty one: the old store is first renamed aside (never
+        # removed in place, which a crash could leave half done at path), then removed.
+        if self._sync:
+            durable.fsync_path(temp)
+        aside = None
+        if os.path.isdir(path) and not os.path.islink(path):
+            aside = durable.temp_path(path)
+            os.replace(path, aside)
+        elif os.path.lexists(path):
+            os.unlink(path)
         os.replace(temp, path)
+        if self._sync:
+            durable.fsync_directory(os.path.dirname(path))
+        if aside is not None:
+            shutil.rmtree(aside, ignore_errors=True)
+
+    def _unlock(self) -> None:
+        if self._lock is not None:
+            os.close(self._lock)
+            self._lock = None
 
     def _discard(self) -> None:
         try:
             self._release()
         finally:
+            self._unlock()
             for temp in self._temps():
                 if os.path.isdir(temp) and not os.path.islink(temp):
                     shutil.rmtree(temp, ignore_errors=True)
@@ -187,15 +233,8 @@ class StoreWriter:
             self.abort()
 
 
-def _remove_store(path: str, kind: str) -> None:
-    """Remove an existing store directory that a new one replaces: only one that looks like the format's."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        names = set(os.listdir(path))
-        if kind == "lmdb" and names <= {"data.mdb", "lock.mdb"}:
-            shutil.rmtree(path)
-            return
-        raise PicPacValueError(f"{path}: is a directory that is not an {kind} store; not replacing it")
-    os.unlink(path)
+_STORE_FILES = {"lmdb": {"data.mdb", "lock.mdb"}}
+"""The files a directory store may hold: an existing directory is replaced only when it holds no others."""
 
 
 class StoreReader:

@@ -331,3 +331,20 @@ def test_a_symlink_path_writes_its_target(tmp_path, append):
     with picpac.Reader(link) as r:
         assert [bytes(x["image"]) for x in r] == [payload(i) for i in range(2)][-1 - append:]
     assert os.listdir(tmp_path / "data") == ["real.picpac"]
+
+
+def test_writer_removes_temporary_files_that_dead_writers_left(tmp_path):
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    pid = int(dead.stdout)
+    path = tmp_path / "db.picpac"
+    stale = tmp_path / f".db.picpac.{pid}-0123abcd.picpac-tmp"
+    live = tmp_path / f".db.picpac.{os.getpid()}-0123abcd.picpac-tmp"
+    for temp in (stale, live):
+        temp.write_bytes(b"left by a killed writer")
+        os.utime(temp, (1, 1))
+    with picpac.Writer(path) as w:
+        w.append(image=b"x")
+    assert sorted(os.listdir(tmp_path)) == sorted(["db.picpac", live.name])

@@ -1,0 +1,169 @@
+"""Durable output files: a temporary file beside the destination, fsync, an atomic rename, and the
+removal of temporary files that dead processes left (docs/format.md, "Writing and committing").
+
+Every writer of a new file (the picpac Writer, the store writers) builds it as
+``.{name}.{pid}-{8 hex digits}.picpac-tmp`` in the destination's directory, so the rename stays in one
+file system and a crash leaves either the old file or the new one at the destination.
+"""
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import secrets
+import shutil
+import stat
+import time
+
+TEMP_SUFFIX = ".picpac-tmp"
+STALE_GRACE = 60.0
+"""Seconds a dead process's temporary file must have been left untouched before it is removed."""
+
+
+def target(path: str | os.PathLike) -> str:
+    """The absolute path that writing ``path`` replaces: the final target when ``path`` is a symbolic
+    link (so the link keeps pointing at the new file), else ``path`` itself."""
+    return os.path.realpath(os.fspath(path))
+
+
+def temp_path(path: str) -> str:
+    """A new temporary name beside ``path``: ``.{name}.{pid}-{hex8}.picpac-tmp``."""
+    directory, name = os.path.split(os.path.abspath(path))
+    return os.path.join(directory, f".{name}.{os.getpid()}-{secrets.token_hex(4)}{TEMP_SUFFIX}")
+
+
+def fsync_directory(directory: str) -> None:
+    """Make the names in ``directory`` (a rename, a new or removed entry) durable."""
+    fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def fsync_path(path: str) -> None:
+    """Make a file's bytes durable; for a directory (an LMDB store), every file in its tree and the
+    directories' own entries, deepest first. Symbolic links are not followed."""
+    mode = os.lstat(path).st_mode
+    if stat.S_ISREG(mode):
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+    elif stat.S_ISDIR(mode):
+        for root, _, names in os.walk(path, topdown=False):
+            for name in names:
+                entry = os.path.join(root, name)
+                if stat.S_ISREG(os.lstat(entry).st_mode):
+                    fsync_path(entry)
+            fsync_directory(root)
+
+
+def replace(temp: str, path: str, *, sync: bool = True) -> None:
+    """Move the finished ``temp`` over ``path`` atomically; with ``sync``, ``temp`` is made durable
+    before the rename and the directory's new entry after it, so a power loss leaves the old file or
+    the complete new one."""
+    if sync:
+        fsync_path(temp)
+    os.replace(temp, path)
+    if sync:
+        fsync_directory(os.path.dirname(os.path.abspath(path)))
+
+
+def lock(path: str) -> int | None:
+    """Hold an exclusive ``flock`` on the temporary file or directory ``path`` while it is written:
+    :func:`remove_stale_temps` never removes a locked temporary, even one whose writer runs on
+    another host of a network file system. Returns the descriptor to close when done, or None
+    where the lock cannot be taken (a file system without locks, or a library holding its own)."""
+    try:
+        fd = os.open(path, (os.O_RDONLY if os.path.isdir(path) else os.O_RDWR) | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        return None
+    return fd
+
+
+def _temp_name(path: str) -> re.Pattern:
+    name = os.path.basename(os.path.abspath(path))
+    return re.compile(r"\." + re.escape(name) + r"\.([1-9][0-9]{0,9})-[0-9a-f]{8}" + re.escape(TEMP_SUFFIX))
+
+
+def _process_exists(pid: int) -> bool:
+    """Whether a process ``pid`` exists on this host (one of another user counts; a zombie too)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True
+    return True
+
+
+def _newest_change(path: str, mode: int) -> float:
+    """The latest mtime of ``path`` and, for a directory, of everything in it."""
+    newest = os.lstat(path).st_mtime
+    if stat.S_ISDIR(mode):
+        for root, dirs, names in os.walk(path):
+            for name in dirs + names:
+                newest = max(newest, os.lstat(os.path.join(root, name)).st_mtime)
+    return newest
+
+
+def _locked(path: str, mode: int) -> bool:
+    """Whether some process (here, or on another host where the file system shares locks) holds a
+    ``flock`` on ``path``; False where that cannot be told."""
+    try:
+        fd = os.open(path, (os.O_RDONLY if stat.S_ISDIR(mode) else os.O_RDWR) | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    except OSError:
+        return False
+    finally:
+        os.close(fd)  # closing drops the probe's lock
+    return False
+
+
+def remove_stale_temps(path: str, *, grace: float = STALE_GRACE) -> list[str]:
+    """Remove the temporary files and directories of ``path`` that dead writers left, and return them.
+
+    A candidate is removed only when all of these hold: its name is exactly
+    ``.{name of path}.{pid}-{hex8}.picpac-tmp`` in ``path``'s directory; it is a regular file or a
+    directory (never a link); no process ``pid`` exists on this host; nothing in it changed for
+    ``grace`` seconds; and no process holds a lock on it. The last two keep the temporary of a
+    writer on another host of a shared file system, whose pid means nothing here. A candidate that
+    cannot be examined or removed (permissions, a race with another cleaner) is left alone."""
+    directory = os.path.dirname(os.path.abspath(path))
+    pattern = _temp_name(path)
+    removed = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    now = time.time()
+    for entry in entries:
+        match = pattern.fullmatch(entry.name)
+        if match is None or _process_exists(int(match.group(1))):
+            continue
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                continue
+            if now - _newest_change(entry.path, mode) < grace or _locked(entry.path, mode):
+                continue
+            if stat.S_ISDIR(mode):
+                shutil.rmtree(entry.path)
+            else:
+                os.unlink(entry.path)
+        except OSError:
+            continue
+        removed.append(entry.path)
+    return removed
