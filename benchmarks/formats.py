@@ -7,7 +7,7 @@ same bytes; labels from labels.tsv). Every store holds the JPEG bytes, the label
 
 For each format, --repeats times, interleaved (every format once per round; medians reported):
   * write: from the JPEG bytes in memory to a finished store, no fsync for any format (picpac's Writer
-    with sync=False; picpac.stores writers; the folder's files written with open/write)
+    with sync=False; picpac.stores writers with sync=False; the folder's files written with open/write)
   * open: open the store (readers that index their file scan it here: tfrecord, tar)
   * sequential read: read every record's image in order, as bytes (the store just opened)
   * random read: every record once in a random order (the store already open), image as bytes
@@ -91,7 +91,7 @@ class Store(Picpac):
 
     def write(self, records, path):
         self._crc()
-        with stores.open_writer(path, self.kind) as w:
+        with stores.WRITERS[self.kind](path, sync=False) as w:
             for data, label, name in records:
                 w.append(image=data, label=label, meta={"path": name})
 
