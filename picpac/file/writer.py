@@ -200,6 +200,7 @@ class Writer:
             return
         except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
             if os.path.lexists(self._target):
+                self.abort()
                 raise WriterBusyError(f"{self.path}: another Writer created this database meanwhile") from None
             os.rename(self._temp_path, self._target)
         else:
@@ -207,6 +208,7 @@ class Writer:
         self._temp_path = None
         self._fsync_directory()
         self._created = self._commit
+
     # -- writing ---------------------------------------------------------------------------
     def __len__(self) -> int:
         return self._count
