@@ -4,15 +4,18 @@
  * are entropy-decoded only: no IDCT, upsampling or colour conversion) and jpeg_crop_scanline()
  * (columns outside the region's iMCU-aligned span are not reconstructed); rows below the region are
  * never decoded at all. picpac.image.decode_channels uses this module when it was built and falls
- * back to OpenCV otherwise. The GIL is released while libjpeg runs.
+ * back to OpenCV otherwise. The GIL is released while libjpeg runs. encode() writes JPEGs of any legal
+ * sampling, for the tests that check every one of them.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <setjmp.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <jpeglib.h>
+#include <jerror.h>
 
 typedef struct {
     struct jpeg_error_mgr pub;
@@ -48,6 +51,50 @@ static int has_end(const unsigned char *data, size_t size) {
     return 0;
 }
 
+#if JPEG_LIB_VERSION >= 70
+#define DCT_SIZE(c) ((c)->DCT_h_scaled_size)
+#define MIN_DCT_SIZE(info) ((info)->min_DCT_h_scaled_size)
+#else
+#define DCT_SIZE(c) ((c)->DCT_scaled_size)
+#define MIN_DCT_SIZE(info) ((info)->min_DCT_scaled_size)
+#endif
+
+/* Whether every coefficient of a progressive JPEG was sent in full (a baseline JPEG is complete).
+ * libjpeg block-smooths the coefficients an incomplete one lacks, and the smoothing of a skipped or
+ * cropped decode, or of another libjpeg-turbo version (OpenCV bundles its own), differs by a few
+ * levels: such a JPEG is left to OpenCV's whole decode. Call after jpeg_start_decompress, which has
+ * read every scan of a progressive JPEG by then. */
+static int complete(j_decompress_ptr info) {
+    int ci, k;
+    if (!info->progressive_mode || info->coef_bits == NULL)
+        return 1;
+    for (ci = 0; ci < info->num_components; ci++)
+        for (k = 0; k < DCTSIZE2; k++)
+            if (info->coef_bits[ci][k] != 0)
+                return 0;
+    return 1;
+}
+
+/* Whether cropping columns gives a whole decode's pixels. At 1/2 and 1/4 scale, libjpeg scales up the
+ * IDCT of a component sampled below the maximum (4:2:0's chroma comes out of an 8x8 IDCT at 1/2), and
+ * jpeg_crop_scanline in libjpeg-turbo 2.1 then sets that component's row width from its sampling
+ * factors alone, without the IDCT's scale: when the component still needs upsampling after its IDCT
+ * (e.g. luma 4x2 with chroma 1x1, whose chroma comes out 2x1 short), only the first part of each of
+ * its rows is upsampled. Such JPEGs are decoded at full width (rows are still skipped). At 1/8 the
+ * crop would be exact (libjpeg upsamples without neighbours there) but the rule is kept as it is:
+ * tests/image/test_decoding_region_sampling.py checks every legal sampling at every scale. */
+static int crop_exact(j_decompress_ptr info) {
+    int ci;
+    for (ci = 0; ci < info->num_components; ci++) {
+        jpeg_component_info *c = &info->comp_info[ci];
+        if (c->component_needed && DCT_SIZE(c) > MIN_DCT_SIZE(info) &&
+            (c->h_samp_factor * DCT_SIZE(c) != info->max_h_samp_factor * MIN_DCT_SIZE(info) ||
+             c->v_samp_factor * DCT_SIZE(c) != info->max_v_samp_factor * MIN_DCT_SIZE(info)))
+            return 0;
+    }
+    return 1;
+}
+
 /* Read the header, set the scale and colour space, start, check that rows [y, y + height) exist,
  * and narrow the output to the columns of [*x, *x + *width); libjpeg widens them to iMCU
  * boundaries and reports what it chose. */
@@ -70,11 +117,14 @@ static int start(Decoder *d, const unsigned char *data, size_t size, int reducti
     d->info.out_color_space = mode == GRAY ? JCS_GRAYSCALE : mode == RGB ? JCS_EXT_RGB : JCS_EXT_BGR;
     jpeg_start_decompress(&d->info);
     full_width = d->info.output_width;
-    if (*x >= full_width || y + height > d->info.output_height)
+    if (*x >= full_width || y + height > d->info.output_height || !complete(&d->info))
         return UNSUPPORTED;
     if (*x + *width > full_width) /* a region may reach past the right edge: keep what is inside */
         *width = full_width - *x;
-    if (*width < MIN_WIDTH) {
+    if (!crop_exact(&d->info)) {
+        *x = 0;
+        *width = full_width;
+    } else if (*width < MIN_WIDTH) {
         /* libjpeg upsamples the chroma of a row only 1 or 2 samples wide by plain replication,
          * unlike the rest of the image: widen narrow crops, leftwards at the right edge */
         JDIMENSION wanted = full_width < MIN_WIDTH ? full_width : MIN_WIDTH;
@@ -114,11 +164,13 @@ PyDoc_STRVAR(decode_doc,
 "iMCU-aligned columns around [x, x + width) (coordinates in scaled pixels; columns past the right\n"
 "edge are dropped, a region narrower than 32 pixels is widened). The first and last columns of a\n"
 "crop inside the image may differ from a whole decode (chroma upsampling lacks their neighbour):\n"
-"ask for one more column each side. mode: 0 gray, 1 BGR,\n"
-"2 RGB. ``pixels`` is a bytearray of height rows of row_width * (1 or 3) bytes whose first column\n"
-"is scaled column x0 (x0 <= x). None when the JPEG is CMYK/YCCK, is damaged (even a libjpeg warning,\n"
-"or no end-of-image marker), or the region's rows or first column lie outside the scaled image: the\n"
-"caller then decodes it another way.");
+"ask for one more column each side. Where libjpeg cannot crop exactly (unusual sampling factors at\n"
+"1/2, 1/4 and 1/8 scale), whole rows are decoded (x0 0, row_width the scaled width). mode: 0 gray,\n"
+"1 BGR, 2 RGB. ``pixels`` is a bytearray of height rows of row_width * (1 or 3) bytes whose first\n"
+"column is scaled column x0 (x0 <= x); MemoryError when it cannot be allocated. None when the JPEG is\n"
+"CMYK/YCCK, is a progressive JPEG missing part of its coefficients, is damaged (even a libjpeg\n"
+"warning, or no end-of-image marker), or the region's rows or first column lie outside the scaled\n"
+"image: the caller then decodes it another way.");
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     Py_buffer data;
@@ -146,7 +198,12 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (status == OK) {
         size_t stride = (size_t)cw * (size_t)d.info.output_components;
-        pixels = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(stride * (size_t)height));
+        /* An empty bytearray grown to size: PyByteArray_FromStringAndSize(NULL, n) frees the new object
+         * with its export count unset when the pixels cannot be allocated (CPython 3.11), which can
+         * turn the MemoryError into "SystemError: deallocated bytearray object has exported buffers". */
+        pixels = PyByteArray_FromStringAndSize(NULL, 0);
+        if (pixels != NULL && PyByteArray_Resize(pixels, (Py_ssize_t)(stride * (size_t)height)) < 0)
+            Py_CLEAR(pixels);
         if (pixels == NULL) {
             jpeg_destroy_decompress(&d.info);
             PyBuffer_Release(&data);
@@ -169,8 +226,176 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     return Py_BuildValue("(Nii)", pixels, (int)cx, (int)cw);
 }
 
+/* -- encoding: any legal sampling factors, for tests of the decoder ---------------------------------- */
+
+typedef struct {
+    struct jpeg_destination_mgr pub;
+    unsigned char *buf;
+    size_t size;
+} Sink;
+
+static void sink_init(j_compress_ptr info) {
+    Sink *sink = (Sink *)info->dest;
+    sink->pub.next_output_byte = sink->buf;
+    sink->pub.free_in_buffer = sink->size;
+}
+
+static boolean sink_grow(j_compress_ptr info) {
+    Sink *sink = (Sink *)info->dest;
+    unsigned char *grown = realloc(sink->buf, sink->size * 2);
+    if (grown == NULL) {
+        info->err->msg_code = JERR_OUT_OF_MEMORY;
+        info->err->error_exit((j_common_ptr)info);
+    }
+    sink->buf = grown;
+    sink->pub.next_output_byte = grown + sink->size;
+    sink->pub.free_in_buffer = sink->size;
+    sink->size *= 2;
+    return TRUE;
+}
+
+static void sink_term(j_compress_ptr info) { (void)info; }
+
+typedef struct {
+    struct jpeg_compress_struct info;
+    ErrorManager error;
+    Sink sink;
+    int created;
+} Encoder;
+
+/* Compress the planes (``factors``: h, v per component) of a width x height image; on failure
+ * ``message`` holds libjpeg's reason. */
+static int compress(Encoder *e, const unsigned char *planes, int width, int height, int components,
+                    const int *factors, int progressive, int quality, char *message) {
+    JSAMPROW rows[3][4 * DCTSIZE];
+    JSAMPARRAY image[3];
+    const unsigned char *plane[3];
+    size_t stride[3], row;
+    int ci, k, mcu_cols, mcu_rows, most_h = 1, most_v = 1;
+    for (ci = 0; ci < components; ci++) {
+        most_h = factors[2 * ci] > most_h ? factors[2 * ci] : most_h;
+        most_v = factors[2 * ci + 1] > most_v ? factors[2 * ci + 1] : most_v;
+    }
+    mcu_cols = (width + most_h * DCTSIZE - 1) / (most_h * DCTSIZE);
+    mcu_rows = (height + most_v * DCTSIZE - 1) / (most_v * DCTSIZE);
+    for (ci = 0; ci < components; ci++) {
+        stride[ci] = (size_t)mcu_cols * factors[2 * ci] * DCTSIZE;
+        plane[ci] = ci == 0 ? planes : plane[ci - 1] + stride[ci - 1] * mcu_rows * factors[2 * ci - 1] * DCTSIZE;
+        image[ci] = rows[ci];
+    }
+    if (setjmp(e->error.jump)) {
+        e->info.err->format_message((j_common_ptr)&e->info, message);
+        return FAILED;
+    }
+    jpeg_create_compress(&e->info);
+    e->created = 1;
+    e->info.dest = &e->sink.pub;
+    e->info.image_width = (JDIMENSION)width;
+    e->info.image_height = (JDIMENSION)height;
+    e->info.input_components = components;
+    e->info.in_color_space = components == 1 ? JCS_GRAYSCALE : JCS_YCbCr;
+    jpeg_set_defaults(&e->info);
+    jpeg_set_quality(&e->info, quality, TRUE);
+    e->info.raw_data_in = TRUE; /* libjpeg's own downsampling takes integral ratios only */
+    for (ci = 0; ci < components; ci++) {
+        e->info.comp_info[ci].h_samp_factor = factors[2 * ci];
+        e->info.comp_info[ci].v_samp_factor = factors[2 * ci + 1];
+    }
+    if (progressive)
+        jpeg_simple_progression(&e->info);
+    jpeg_start_compress(&e->info, TRUE);
+    for (row = 0; e->info.next_scanline < e->info.image_height; row++) { /* one iMCU row per call */
+        for (ci = 0; ci < components; ci++)
+            for (k = 0; k < factors[2 * ci + 1] * DCTSIZE; k++)
+                rows[ci][k] = (JSAMPROW)(plane[ci] + (row * factors[2 * ci + 1] * DCTSIZE + k) * stride[ci]);
+        jpeg_write_raw_data(&e->info, image, (JDIMENSION)(most_v * DCTSIZE));
+    }
+    jpeg_finish_compress(&e->info);
+    return OK;
+}
+
+PyDoc_STRVAR(encode_doc,
+"encode(planes, width, height, sampling, progressive=False, quality=90) -> bytes\n\n"
+"Encode a width x height JPEG from its component planes, already downsampled: grey, or Y, Cb and Cr.\n"
+"``sampling`` gives one (h, v) pair of factors (1 to 4) per component, 1 or 3 pairs: any legal\n"
+"sampling, also those whose ratios libjpeg cannot downsample or upsample. ``planes`` is a bytes-like\n"
+"object holding the planes one after the other, each padded to whole MCUs: component c's plane has\n"
+"rows * v_c * 8 rows of cols * h_c * 8 samples, where cols = ceil(width / (8 * max h)) and\n"
+"rows = ceil(height / (8 * max v)). ``progressive`` uses libjpeg's standard progressive script.\n"
+"ValueError when the arguments do not fit or libjpeg refuses them (more than 10 blocks in an MCU).\n"
+"For tests of the decoder.");
+
+static PyObject *encode(PyObject *module, PyObject *args, PyObject *kwargs) {
+    static char *keywords[] = {"planes", "width", "height", "sampling", "progressive", "quality", NULL};
+    Py_buffer planes;
+    PyObject *sampling, *pairs, *out = NULL;
+    int width, height, progressive = 0, quality = 90, components, status, factors[6], k, most_h = 1, most_v = 1;
+    Py_ssize_t expected = 0;
+    char message[JMSG_LENGTH_MAX] = "";
+    Encoder e;
+    (void)module;
+    if (!PyArg_ParseTupleAndKeywords(args, kwargs, "y*iiO|pi:encode", keywords, &planes, &width, &height,
+                                     &sampling, &progressive, &quality))
+        return NULL;
+    pairs = PySequence_Fast(sampling, "encode: sampling must be a sequence of (h, v) pairs");
+    if (pairs == NULL) {
+        PyBuffer_Release(&planes);
+        return NULL;
+    }
+    components = (int)PySequence_Fast_GET_SIZE(pairs);
+    status = components == 1 || components == 3 ? OK : FAILED;
+    for (k = 0; status == OK && k < components; k++) {
+        int *h = &factors[2 * k], *v = &factors[2 * k + 1];
+        if (!PyArg_ParseTuple(PySequence_Fast_GET_ITEM(pairs, k), "ii", h, v) || *h < 1 || *h > 4 || *v < 1 || *v > 4)
+            status = FAILED;
+        else {
+            most_h = *h > most_h ? *h : most_h;
+            most_v = *v > most_v ? *v : most_v;
+        }
+    }
+    Py_DECREF(pairs);
+    if (status == OK && width >= 1 && height >= 1 && width <= JPEG_MAX_DIMENSION && height <= JPEG_MAX_DIMENSION)
+        for (k = 0; k < components; k++)
+            expected += (Py_ssize_t)((width + most_h * DCTSIZE - 1) / (most_h * DCTSIZE)) * factors[2 * k] * DCTSIZE *
+                        ((height + most_v * DCTSIZE - 1) / (most_v * DCTSIZE)) * factors[2 * k + 1] * DCTSIZE;
+    if (expected == 0 || quality < 1 || quality > 100 || planes.len != expected) {
+        PyBuffer_Release(&planes);
+        PyErr_Clear();
+        PyErr_SetString(PyExc_ValueError, "encode: bad size, sampling (1 or 3 (h, v) pairs of 1 to 4), quality "
+                                          "or planes' length");
+        return NULL;
+    }
+    memset(&e, 0, sizeof e);
+    e.info.err = jpeg_std_error(&e.error.pub);
+    e.error.pub.error_exit = on_error;
+    e.error.pub.emit_message = on_message;
+    e.sink.pub.init_destination = sink_init;
+    e.sink.pub.empty_output_buffer = sink_grow;
+    e.sink.pub.term_destination = sink_term;
+    e.sink.size = 65536;
+    e.sink.buf = malloc(e.sink.size);
+    if (e.sink.buf == NULL) {
+        PyBuffer_Release(&planes);
+        return PyErr_NoMemory();
+    }
+    Py_BEGIN_ALLOW_THREADS
+    status = compress(&e, planes.buf, width, height, components, factors, progressive, quality, message);
+    Py_END_ALLOW_THREADS
+    if (status == OK)
+        out = PyBytes_FromStringAndSize((const char *)e.sink.buf,
+                                        (Py_ssize_t)(e.sink.size - e.sink.pub.free_in_buffer));
+    else
+        PyErr_Format(PyExc_ValueError, "encode: libjpeg: %s", message);
+    if (e.created)
+        jpeg_destroy_compress(&e.info);
+    free(e.sink.buf);
+    PyBuffer_Release(&planes);
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {NULL, NULL, 0, NULL},
 };
 

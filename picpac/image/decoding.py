@@ -141,10 +141,11 @@ def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1, reg
 
     ``region`` (in pixels of the reduced image) asks for that part alone: with REGION_DECODE, a
     JPEG is decoded only as far down as the region reaches, and only the columns around it are
-    reconstructed, giving exactly the pixels a whole decode has there. The region is ignored
-    where that cannot be done (no extension, CMYK JPEGs, other formats), and the caller tells the
-    two answers apart by their shape. The JPEG's EXIF orientation is not applied to a region:
-    pass one only for upright JPEGs.
+    reconstructed (whole rows for sampling factors libjpeg cannot crop exactly at a reduced scale),
+    giving exactly the pixels a whole decode has there. The region is ignored where that cannot be
+    done (no extension, CMYK JPEGs, progressive JPEGs missing part of their coefficients, damaged
+    JPEGs, other formats), and the caller tells the two answers apart by their shape. The JPEG's
+    EXIF orientation is not applied to a region: pass one only for upright JPEGs.
 
     ``max_pixels`` bounds the whole image's size, as in :func:`decode`, whatever the reduction and region.
     """
