@@ -39,6 +39,13 @@ def two_commits(path) -> None:
             w.append(image=payload(i), label=i % 3, meta={"i": i})
 
 
+def append_one(path) -> int:
+    """Append record 10 and return how many records the database then holds."""
+    with picpac.Writer(path, append=True) as w:
+        w.append(image=payload(10), label=1)
+    return len(records(path))
+
+
 def damage(path, offset: int) -> None:
     with open(path, "r+b") as f:
         f.seek(offset)
@@ -60,9 +67,7 @@ def test_damaged_newest_slot_refuses_append_and_repair_recovers_every_record(tmp
     assert records(path) == expected(range(10))
     with picpac.Reader(path) as r:
         assert r.classes == ["a", "b", "c"] and r.header.damaged_slots == ()
-    with picpac.Writer(path, append=True) as w:
-        w.append(image=payload(10), label=1)
-    assert len(records(path)) == 11
+    assert append_one(path) == 11
 
 
 def test_damaged_older_slot_with_nothing_after_it_still_appends(tmp_path):
@@ -70,9 +75,7 @@ def test_damaged_older_slot_with_nothing_after_it_still_appends(tmp_path):
     two_commits(path)
     damage(path, SLOT_OFFSETS[0] + 9)
     with pytest.warns(RuntimeWarning, match="slot"):
-        with picpac.Writer(path, append=True) as w:
-            w.append(image=payload(10), label=1)
-    assert len(records(path)) == 11
+        assert append_one(path) == 11
 
 
 def test_both_slots_damaged(tmp_path):
