@@ -56,11 +56,27 @@ if __name__ == "__main__":
 """
 
 
+_SENDERS: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _kill_senders():
+    """A test that fails while its sender is blocked must not leave the sender running."""
+    yield
+    while _SENDERS:
+        proc = _SENDERS.pop()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+
+
 def sender(tmp_path: Path, flow: str, addr: str, fmt: str | None = None, hwm: int = 50, epochs: int | None = 1,
            name: str = "sender.py") -> subprocess.Popen:
     script = tmp_path / name
     script.write_text(SENDER.format(tests=TESTS, flow=flow, addr=addr, hwm=hwm, fmt=fmt, epochs=epochs))
-    return subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _SENDERS.append(proc)
+    return proc
 
 
 def finish(proc: subprocess.Popen, timeout: float = 30) -> tuple[int, str, str]:
