@@ -208,6 +208,8 @@ def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, n
                          lambda why: CorruptError(f"{path}: dataset metadata is not valid JSON: {why}"))
     if not isinstance(metadata, dict) or not _str_list(metadata.get("fields")):
         raise FormatError(f"{path}: dataset metadata lacks its field list (a list of str)")
+    if len(set(metadata["fields"])) != len(metadata["fields"]):
+        raise FormatError(f"{path}: dataset metadata names a field twice in its field list")
     if metadata.get("classes") is not None and not _str_list(metadata["classes"]):
         raise FormatError(f"{path}: dataset metadata 'classes' is not a list of str")
     index = np.frombuffer(buf, INDEX_DTYPE, commit.count, commit.index_offset)

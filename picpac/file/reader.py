@@ -182,7 +182,10 @@ class Reader:
             raise PicPacValueError(f"{self.path}: field {field!r} is not declared as an array in the metadata "
                                    f"'{ARRAYS_KEY}' (declared: {list(self.arrays)})")
         record = self[i]
-        data = record[field]
+        data = record.fields.get(field)
+        if data is None:
+            raise CorruptRecordError(self.path, record.index, f"has no {field!r} field, which the metadata "
+                                     f"'{ARRAYS_KEY}' declares")
         if data.nbytes != spec.nbytes:
             raise CorruptRecordError(self.path, record.index, f"has {data.nbytes} bytes in its {field!r} field; "
                                      f"the declared {spec} array needs {spec.nbytes}")
@@ -238,6 +241,7 @@ class Reader:
             entry = _gather(data, offsets[chosen] + RECORD_HEAD.size + FIELD_ENTRY_SIZE * k, FIELD_ENTRY_SIZE)
             ids = entry[:, 0:4].copy().view("<u4")[:, 0]
             size = np.minimum(entry[:, 4:12].copy().view("<u8")[:, 0], np.uint64(end)).astype(np.int64)
+            fine[chosen[ids >= len(self.fields)]] = False  # a field id the metadata does not name, as r[i] says
             hit = ids == wanted
             starts[chosen[hit]], lengths[chosen[hit]] = position[chosen[hit]], size[hit]
             position[chosen] += size
@@ -276,8 +280,10 @@ class Reader:
             return None
         entries = field_table(nfields).unpack_from(first, RECORD_HEAD.size)
         position, found = table + meta, (0, -1)
+        if any(fid >= len(self.fields) for fid in entries[::2]):
+            return None  # the slow path names the damage
         for k in range(0, 2 * nfields, 2):
-            if entries[k] < len(self.fields) and self.fields[entries[k]] == field:
+            if self.fields[entries[k]] == field:
                 found = (position, entries[k + 1])
             position += entries[k + 1]
         return found if position == rows.shape[1] else None

@@ -17,7 +17,7 @@ import cv2
 import numpy as np
 
 from ..errors import ImageTooLargeError, PicPacValueError
-from .headers import image_size, jpeg_header  # noqa: F401  (jpeg_header: also offered here)
+from .headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
 
 try:
     from . import _jpeg
@@ -61,6 +61,8 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     if buf.size == 0:
         return None
     size = _checked_size(buf, max_pixels)
+    if buf[:8].tobytes() == PNG_MAGIC and not png_chunks_fit(buf):
+        return None
     if flags is None:
         flags = _JPEG_AS_SHOWN if buf[:2].tobytes() == b"\xff\xd8" else cv2.IMREAD_UNCHANGED
     try:

@@ -20,14 +20,33 @@ def image_size(data: Any) -> tuple[int, int] | None:
     """(width, height) of encoded image bytes, read from the header; None when the format is not
     known or the header is not understood."""
     b = memoryview(data).cast("B")
-    for magic, reader in _READERS:
-        if bytes(b[:len(magic)]) == magic:
-            try:
-                size = reader(b)
-            except (IndexError, struct.error, ValueError):
-                return None
-            return size if size is not None and size[0] > 0 and size[1] > 0 else None
-    return _isobmff_size(b) if bytes(b[4:8]) == b"ftyp" else None
+    reader = next((reader for magic, reader in _READERS if bytes(b[:len(magic)]) == magic),
+                  _isobmff_size if bytes(b[4:8]) == b"ftyp" else None)
+    if reader is None:
+        return None
+    try:
+        size = reader(b)
+    except (IndexError, struct.error, ValueError, OverflowError):
+        return None
+    return size if size is not None and size[0] > 0 and size[1] > 0 else None
+
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def png_chunks_fit(data: Any) -> bool:
+    """Whether every chunk of a PNG lies within ``data`` (up to IEND). libpng allocates a chunk's declared
+    length before reading it, so a few bytes declaring a 2 GB chunk would cost 2 GB: such a file is refused."""
+    b = memoryview(data).cast("B")
+    at, end = len(PNG_MAGIC), len(b)
+    while at + 8 <= end:
+        length, kind = struct.unpack_from(">I4s", b, at)
+        at += 12 + length
+        if at > end:
+            return False
+        if kind == b"IEND":
+            return True
+    return at == end
 
 
 def jpeg_header(data: Any) -> tuple[int, int, int] | None:
@@ -209,7 +228,7 @@ def _isobmff_size(b: memoryview) -> tuple[int, int] | None:
 
 _READERS: list[tuple[bytes, Callable[[memoryview], tuple[int, int] | None]]] = [
     (b"\xff\xd8", _jpeg),
-    (b"\x89PNG\r\n\x1a\n", _png),
+    (PNG_MAGIC, _png),
     (b"GIF87a", _gif), (b"GIF89a", _gif),
     (b"BM", _bmp),
     (b"RIFF", lambda b: _webp(b) if bytes(b[8:12]) == b"WEBP" else None),

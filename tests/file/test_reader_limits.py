@@ -213,3 +213,29 @@ def test_gather_and_spans_with_crafted_field_counts(tmp_path):
         starts, lengths, problems = r.spans(np.arange(2), "image")
         assert lengths.tolist() == [-1, 4] and list(problems) == [0]
         assert bytes(r.gather(starts[1:], 4)[0]) == b"efgh"
+
+
+def test_a_field_id_the_metadata_does_not_name_is_damage_on_every_path(tmp_path):
+    path = tmp_path / "db.picpac"
+    build(path, [record([(5, b"abc")]), record([(5, b"abc")])])
+    with picpac.Reader(path) as r:
+        with pytest.raises(picpac.CorruptRecordError, match="damaged layout"):
+            r[0]
+        for rows in (None, r.take(np.arange(2), np.empty((2, r.stride), np.uint8))):
+            starts, lengths, problems = r.spans(np.arange(2), "image", rows)
+            assert list(lengths) == [-1, -1] and sorted(problems) == [0, 1]
+
+
+def test_a_field_named_twice_in_the_metadata_is_refused(tmp_path):
+    path = tmp_path / "db.picpac"
+    build(path, [record([(1, b"abc")])], metadata=b'{"fields": ["x", "x"]}')
+    with pytest.raises(picpac.FormatError, match="names a field twice"):
+        picpac.Reader(path)
+
+
+def test_array_of_a_record_without_the_declared_field(tmp_path):
+    path = tmp_path / "db.picpac"
+    build(path, [record([(1, b"abcd")])],
+          metadata=b'{"fields": ["image", "mask"], "arrays": {"image": {"shape": [4], "dtype": "uint8"}}}')
+    with picpac.Reader(path) as r, pytest.raises(picpac.CorruptRecordError, match="has no 'image' field"):
+        r.array(0)

@@ -186,3 +186,29 @@ def test_the_canvas_of_an_extended_webp():
     bomb = patched(data, 24, "<HBHB", 0xFFFF, 0xFF, 0xFFFF, 0xFF)  # 2**24 x 2**24
     with pytest.raises(picpac.ImageTooLargeError, match="16777216x16777216"):
         decoding.decode(bomb)
+
+
+PNG_CHUNK_BOMB = textwrap.dedent("""
+    import struct
+    import cv2, numpy as np
+    import picpac.image
+    png = bytearray(cv2.imencode(".png", np.zeros((24, 40, 3), np.uint8))[1].tobytes())
+    png[33:37] = struct.pack(">I", 0x7F000050)  # the first chunk after IHDR declares 2 GB
+    open("/proc/self/clear_refs", "w").write("5")  # peak RSS from here on
+    print(picpac.image.decode(bytes(png)))
+    print([int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM")][0] >> 10)
+""")
+
+
+def test_a_png_chunk_longer_than_the_file_is_refused_before_opencv_allocates_it():
+    done = subprocess.run([sys.executable, "-c", PNG_CHUNK_BOMB], capture_output=True, text=True, timeout=120)
+    result, peak_mib = done.stdout.split()
+    assert result == "None" and int(peak_mib) < 300, (done.stdout, done.stderr)
+
+
+def test_image_size_of_hostile_headers():
+    image_size = headers.image_size
+    assert image_size(b"MM\x00+\x00\x08\x00\x00" + b"\xff" * 8) is None  # a BigTIFF IFD offset past 2**63
+    avif = b"\x00\x00\x00\x14ftypavif" + bytes(8) + b"\x00\x00\x00\x1cmeta" + b"\x00\x00\x00\x14ispe" + bytes(4) \
+        + struct.pack(">II", 0, 24)
+    assert image_size(avif) is None  # a zero width is no size
