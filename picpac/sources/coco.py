@@ -2,22 +2,19 @@
 (polygons, or bbox rects for crowds, unsegmented objects and panoptic segments)."""
 from __future__ import annotations
 
-import json
 import math
 from typing import Any
 
 from ..errors import SourceError
-from .base import SourceItem, annotation_json, points_json, rect_json, resolve_path, shape_json
+from ..file.layout import load_json
+from .base import (MAX_CLASS_ID, SourceItem, annotation_json, points_json, read_file, rect_json, resolve_path,
+                   shape_json)
 
 
 def read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
     """Items of a COCO instances or panoptic JSON file, one per image, and the category names by id."""
-    try:
-        with open(src, "rb") as f:
-            data = json.load(f)
-    except ValueError as exc:
-        raise SourceError(f"{src}: not valid JSON ({exc}); a COCO file is one JSON object with images, "
-                          "annotations and categories") from None
+    data = load_json(read_file(src), lambda why: SourceError(
+        f"{src}: not valid JSON ({why}); a COCO file is one JSON object with images, annotations and categories"))
     if not isinstance(data, dict) or not isinstance(data.get("images"), list):
         raise SourceError(f"{src}: not a COCO file: no `images` list; pass a COCO instances or panoptic JSON file")
     annotations = _coco_list(data, "annotations", src)
@@ -30,8 +27,9 @@ def read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
         if key in images:
             raise SourceError(f"{where}: image id {key!r} appears twice; image ids must be unique")
         name = entry.get("file_name")
-        if not isinstance(name, str) or not name:
-            raise SourceError(f"{where}: no `file_name`; every image needs the path of its file")
+        if not isinstance(name, str) or not name or "\0" in name:
+            raise SourceError(f"{where}: `file_name` {name!r:.80} is not a path; every image needs the path of "
+                              "its file")
         width, height = (_coco_size(entry.get(k), where, k) for k in ("width", "height"))
         images[key] = (resolve_path(root, name), width, height, [])
     for i, annotation in enumerate(annotations):
@@ -79,7 +77,7 @@ def _coco_box(annotation: dict[str, Any], where: str, width: float, height: floa
     """The ``bbox`` ``[x, y, w, h]`` (pixels) as a rect; ``tag`` 1 marks a crowd."""
     box = annotation.get("bbox")
     if not (isinstance(box, list) and len(box) == 4 and all(_is_json_number(v) for v in box)):
-        raise SourceError(f"{where}: expected `bbox` [x, y, width, height] in pixels, got {box!r}; an object "
+        raise SourceError(f"{where}: expected `bbox` [x, y, width, height] in pixels, got {box!r:.80}; an object "
                           "without a polygon segmentation needs its bbox")
     x, y, w, h = box
     return shape_json("rect", rect_json(x / width, y / height, w / width, h / height),
@@ -116,21 +114,27 @@ def _coco_object(value: Any, where: str, what: str) -> dict[str, Any]:
 def _coco_key(value: Any, where: str, key: str) -> Any:
     if isinstance(value, str) or (_is_json_number(value) and not isinstance(value, float)):
         return value
-    raise SourceError(f"{where}: `{key}` must be an integer or a string, got {value!r}")
+    raise SourceError(f"{where}: `{key}` must be an integer or a string, got {value!r:.60}")
 
 
 def _coco_id(value: Any, where: str, key: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise SourceError(f"{where}: `{key}` must be an integer 0, 1, ..., got {value!r}")
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_CLASS_ID:
+        raise SourceError(f"{where}: `{key}` must be an integer 0, 1, ..., {MAX_CLASS_ID}, got {value!r:.40}")
     return value
 
 
 def _coco_size(value: Any, where: str, key: str) -> float:
     if not _is_json_number(value) or value <= 0:
-        raise SourceError(f"{where}: `{key}` must be a positive number (pixels), got {value!r}; shapes are "
+        raise SourceError(f"{where}: `{key}` must be a positive number (pixels), got {value!r:.60}; shapes are "
                           "normalised by the image width and height, so every image entry needs both")
     return value
 
 
 def _is_json_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    """A finite number that a float holds (an integer of 400 digits is none)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -3,10 +3,11 @@ names), group, annotation and mask."""
 from __future__ import annotations
 
 import csv
+import io
 
 from ..errors import SourceError
 from ..file.layout import NO_GROUP
-from .base import SourceItem, is_number, resolve_path
+from .base import SourceItem, is_number, read_text, resolve_path
 
 _CSV_COLUMNS = ("path", "label", "group", "annotation", "mask")
 
@@ -14,19 +15,15 @@ _CSV_COLUMNS = ("path", "label", "group", "annotation", "mask")
 def read_csv(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:
     """Items of a CSV with a header (columns path, label, group, annotation, mask) and its classes."""
     try:
-        with open(src, encoding="utf-8-sig", newline="") as f:
-            reader = csv.DictReader(f)
-            if reader.fieldnames is None:
-                raise SourceError(f"{src}: empty CSV; the first row must be a header with a 'path' column")
-            reader.fieldnames = header = [name.strip().lower() for name in reader.fieldnames]
-            if "path" not in header:
-                raise SourceError(f"{src}:1: the CSV header has no 'path' column (header: "
-                                  f"{', '.join(header)}); name the image path column 'path'")
-            rows = [(f"{src}:{reader.line_num}", {k: (row.get(k) or "").strip() for k in _CSV_COLUMNS})
-                    for row in reader]
-    except UnicodeDecodeError as exc:
-        raise SourceError(f"{src}: not UTF-8 text ({exc.reason} at byte {exc.start}); "
-                          "CSV files must be UTF-8") from None
+        reader = csv.DictReader(io.StringIO(read_text(src, "CSV files"), newline=""))
+        if reader.fieldnames is None:
+            raise SourceError(f"{src}: empty CSV; the first row must be a header with a 'path' column")
+        reader.fieldnames = header = [name.strip().lower() for name in reader.fieldnames]
+        if "path" not in header:
+            raise SourceError(f"{src}:1: the CSV header has no 'path' column (header: "
+                              f"{', '.join(header)}); name the image path column 'path'")
+        rows = [(f"{src}:{reader.line_num}", {k: (row.get(k) or "").strip() for k in _CSV_COLUMNS})
+                for row in reader]
     except csv.Error as exc:
         raise SourceError(f"{src}: malformed CSV ({exc})") from None
     labels, classes = _csv_labels(rows) if "label" in header else ([0.0] * len(rows), None)

@@ -113,7 +113,8 @@ def _scan_labelled_folder(src: str, format: str, labels: str | None, classes: st
     items = []
     for parts in found:
         label_file = os.path.join(labels, *parts[:-1], os.path.splitext(parts[-1])[0] + ".txt")
-        shapes = read_yolo(label_file, format, names, classes) if os.path.isfile(label_file) else []
+        # (a label file that is a FIFO or a directory is an error from read_yolo, not an image without objects)
+        shapes = read_yolo(label_file, format, names, classes) if os.path.lexists(label_file) else []
         items.append(SourceItem(os.path.join(top, *parts), annotation=annotation_json(shapes),
                                 pixel_centres=format == "yolo-seg"))
     return Listing(items, names, source, top)

@@ -1,16 +1,21 @@
 """The common part of every format: the writer and reader base classes, errors and shared helpers."""
 from __future__ import annotations
 
+import errno
 import json
 import mmap
 import numbers
 import os
 import shutil
+import stat
+import struct
 from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import Any
 
 from ..errors import CorruptError, FormatError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from ..file import durable
+from ..file.layout import NO_GROUP
 from ..file.reader import Record
 from ..file.writer import Writer, _as_bytes
 
@@ -35,6 +40,78 @@ def corrupt_error(path: str, index: int, reason: str) -> CorruptError:
     error = CorruptError(f"{path}: record {index} {reason}")
     error.path, error.index, error.reason = path, index, reason
     return error
+
+
+class FileIOError(PicPacError, OSError):
+    """The operating system failed a read or a write: no space left on device, a disk quota or file size
+    limit, an I/O error, no permission. ``errno`` is the system's error number."""
+
+
+_IO_ADVICE = {
+    errno.ENOSPC: "free some space or write to another file system",
+    errno.EDQUOT: "free some space within the disk quota or write elsewhere",
+    errno.EFBIG: "the file system or the process's file size limit (ulimit -f) caps the file size",
+}
+
+
+_SYSTEM_ERRNOS = frozenset({errno.EIO, errno.EACCES, errno.EPERM, errno.ENOENT, errno.ENXIO, errno.ENODEV,
+                            errno.ESTALE, errno.ETIMEDOUT, errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+"""Errors of reading that are the system's (permissions, a failing disk, a vanished file), not damage."""
+
+
+def io_error(path: str, exc: OSError, verb: str = "write") -> FileIOError:
+    """``exc`` (an OSError from reading or writing ``path``) as a FileIOError naming ``path`` and the fix."""
+    reason = (exc.strerror or str(exc)).lower()
+    advice = _IO_ADVICE.get(exc.errno) if verb == "write" else None
+    error = FileIOError(f"{path}: cannot {verb}: {reason}" + (f"; {advice}" if advice else ""))
+    error.errno = exc.errno  # (setting strerror as well would make str() OSError's "[Errno n] ...")
+    return error
+
+
+@contextmanager
+def output_errors(path: str, library: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Turn an OSError (or one of the ``library``'s errors) raised while writing ``path`` into a
+    FileIOError naming it: a full disk, a quota, a file size limit, an I/O error."""
+    try:
+        yield
+    except PicPacError:
+        raise
+    except OSError as exc:
+        raise io_error(path, exc) from exc
+    except library as exc:
+        raise FileIOError(f"{path}: cannot write: {exc}{free_space(path)}") from exc
+
+
+def free_space(path: str) -> str:
+    """``; N bytes are free on its file system`` for the file system ``path`` is (to be) written on."""
+    try:
+        info = os.statvfs(os.path.dirname(durable.target(path)))
+    except OSError:
+        return ""
+    return f"; {info.f_bavail * info.f_frsize:,} bytes are free on its file system"
+
+
+def file_kind(mode: int) -> str:
+    """What a file of this ``st_mode`` is, for messages: 'a directory', 'a FIFO', 'a socket', ..."""
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def check_regular(path: str, kind: str, mode: int | None = None) -> None:
+    """FormatError unless ``path`` (of ``st_mode`` ``mode``, when known) is a regular file after symbolic
+    links: a FIFO would block the format's library forever and a device (``/dev/zero``) never ends."""
+    if mode is None:
+        try:
+            mode = os.stat(path).st_mode
+        except FileNotFoundError:
+            raise MissingPathError(f"{path}: no such {kind} store") from None
+        except OSError as exc:
+            raise io_error(path, exc, "read") from None
+    if not stat.S_ISREG(mode):
+        raise FormatError(f"{path}: is {file_kind(mode)}, not a regular file; {kind} stores are files")
 
 
 def _check_metadata(metadata: Mapping[str, Any] | None) -> dict:
@@ -245,6 +322,10 @@ class StoreReader:
     """
 
     kind = ""
+    _damage: tuple[type[BaseException], ...] = (ValueError, TypeError, LookupError, ArithmeticError, RuntimeError,
+                                                EOFError, OSError, struct.error)
+    """What the format's parsing code (or its library) raises on damaged bytes; a reader turns these into
+    PicPacErrors naming the store (see :meth:`_error`)."""
 
     def __init__(self, path: str | os.PathLike, *, check: bool = True):
         if not isinstance(path, (str, os.PathLike)):
@@ -253,16 +334,50 @@ class StoreReader:
         self.check = check
         if not os.path.exists(self.path):
             raise MissingPathError(f"{self.path}: no such {self.kind} store")
+        if not os.path.isdir(self.path):
+            check_regular(self.path, self.kind)
         self.metadata: dict[str, Any] = {}
         self._count = 0
         self._pid = os.getpid()
         self._closed = False
         self._inherited: list[Any] = []  # handles from the parent of a fork: kept, never closed here
         try:
-            self._open()
+            try:
+                self._open()
+                self._check_metadata()
+            except PicPacError:
+                raise
+            except self._damage as exc:
+                raise self._error(exc) from None
         except BaseException:
             self._close()
             raise
+
+    def _check_metadata(self) -> None:
+        """The dataset metadata is a JSON object whose ``fields`` and ``classes`` are lists of strings."""
+        if not isinstance(self.metadata, dict):
+            raise CorruptError(f"{self.path}: its dataset metadata is a JSON {type(self.metadata).__name__}, "
+                               "not an object")
+        for key in ("fields", "classes"):
+            value = self.metadata.get(key)
+            if value is not None and not (isinstance(value, list) and all(isinstance(v, str) for v in value)):
+                raise CorruptError(f"{self.path}: the dataset metadata's {key!r} is not a list of strings")
+        fields = self.metadata.get("fields") or []
+        if "" in fields or len(set(fields)) != len(fields):
+            raise CorruptError(f"{self.path}: the dataset metadata's 'fields' has an empty or repeated name")
+        if isinstance(self._count, bool) or not isinstance(self._count, int) or self._count < 0:
+            raise CorruptError(f"{self.path}: a record count of {self._count!r}")
+
+    def _error(self, exc: BaseException, index: int | None = None) -> PicPacError:
+        """A raw exception of the format's code on this store as a PicPacError naming it (and the record)."""
+        if isinstance(exc, OSError) and exc.errno in _SYSTEM_ERRNOS:  # (EINVAL: a damaged offset was sought)
+            if isinstance(exc, FileNotFoundError):
+                return MissingPathError(f"{self.path}: {exc.filename or 'a file of the store'} disappeared")
+            return io_error(self.path, exc, "read")
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else f"{type(exc).__name__}: {exc}"
+        if index is None:
+            return CorruptError(f"{self.path}: damaged {self.kind} store ({reason})")
+        return corrupt_error(self.path, index, f"cannot be read ({reason})")
 
     @property
     def fields(self) -> list[str]:
@@ -289,15 +404,39 @@ class StoreReader:
         if os.getpid() != self._pid:
             self._pid = os.getpid()
             self._after_fork()
-        return self._read(i)
+        try:
+            return self._read(i)
+        except PicPacError:
+            raise
+        except self._damage as exc:
+            raise self._error(exc, i) from None
 
     def __iter__(self) -> Iterator[Record]:
         for i in range(self._count):
             yield self[i]
 
-    def _record(self, i: int, fields: dict, label: float, group: int | None, meta: Any) -> Record:
-        return Record(i, label, group, fields, meta if isinstance(meta, (memoryview, dict)) else memoryview(meta),
-                      self.path)
+    def _record(self, i: int, fields: dict, label: Any, group: Any, meta: Any) -> Record:
+        """Record ``i`` once its values are of the record model's types (CorruptError naming it if not)."""
+        if isinstance(label, bool) or not isinstance(label, numbers.Real):
+            raise corrupt_error(self.path, i, f"has a label of type {type(label).__name__}, not a number")
+        if group is not None and (isinstance(group, bool) or not isinstance(group, numbers.Integral)
+                                  or not NO_GROUP < group < 2**63):
+            raise corrupt_error(self.path, i, f"has group {group!r:.40}, not an int64 above {NO_GROUP}")
+        for name, value in fields.items():
+            if not isinstance(name, str) or not name:
+                raise corrupt_error(self.path, i, f"has a field named {name!r:.40}")
+            if not isinstance(value, memoryview):
+                try:
+                    fields[name] = memoryview(value)
+                except TypeError:
+                    raise corrupt_error(self.path, i, f"field {name!r} holds a {type(value).__name__}, "
+                                                      "not bytes") from None
+        if not isinstance(meta, (memoryview, dict)):
+            try:
+                meta = memoryview(meta)
+            except TypeError:
+                raise corrupt_error(self.path, i, f"has meta of type {type(meta).__name__}") from None
+        return Record(i, float(label), None if group is None else int(group), fields, meta, self.path)
 
     def _ordered(self, fields: dict) -> dict:
         order = self.metadata.get("fields")
@@ -341,12 +480,14 @@ class MappedReader(StoreReader):
     """A reader over one memory-mapped file (inherited as is by forked children)."""
 
     def _map(self, path: str) -> memoryview:
+        # O_NONBLOCK: a FIFO put in place after the check in __init__ must not block the open
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | getattr(os, "O_NOCTTY", 0))
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else None
-        except IsADirectoryError:
-            raise FormatError(f"{path}: is a directory, not a {self.kind} file") from None
+            info = os.fstat(fd)
+            check_regular(path, self.kind, info.st_mode)
+            self._mmap = mmap.mmap(fd, 0, access=mmap.ACCESS_READ) if info.st_size else None
+        finally:
+            os.close(fd)
         self._view = memoryview(self._mmap) if self._mmap is not None else memoryview(b"")
         return self._view
 

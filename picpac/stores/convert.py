@@ -1,20 +1,40 @@
-"""Opening a store by its format's name, sizes on disk, and converting to and from picpac databases."""
+"""Opening a store by its format's name, sizes on disk, and converting to and from picpac databases.
+
+LMDB and HDF5 stores are imported through a child process, and HDF5 stores exported by one: their C
+libraries can die of a signal (SIGSEGV, SIGBUS) on a damaged store or a full disk, and a child's
+death is a PicPacError naming the store here, not the end of this process.
+"""
 from __future__ import annotations
 
+import ctypes
+import fcntl
+import json
 import os
+import select
+import shutil
+import signal
+import struct
+import sys
+import tempfile
 import time
-from collections.abc import Callable, Mapping
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from functools import partial
+from typing import Any, NoReturn
 
-from ..errors import PicPacValueError
-from ..file.reader import Reader
+from .. import errors
+from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError, WorkerError
+from ..file import durable
+from ..file.reader import Reader, Record
 from ..file.writer import Writer
-from .base import KINDS, StoreReader, StoreWriter
+from .base import (KINDS, FileIOError, MissingPackageError, StoreReader, StoreWriter, corrupt_error, free_space,
+                   output_errors, require_package)
 from .binary import BinaryReader, BinaryWriter, index_path
 from .hdf5 import HDF5Reader, HDF5Writer
 from .lmdb import LmdbReader, LmdbWriter
 from .npz import NpzReader, NpzWriter
+from .records import decode_record, record_parts
 from .sqlite import SqliteReader, SqliteWriter
 from .tar import TarReader, TarWriter
 from .tfrecord import TFRecordReader, TFRecordWriter
@@ -26,6 +46,15 @@ WRITERS: dict[str, type[StoreWriter]] = {"lmdb": LmdbWriter, "tfrecord": TFRecor
 READERS: dict[str, type[StoreReader]] = {"lmdb": LmdbReader, "tfrecord": TFRecordReader, "hdf5": HDF5Reader,
                                          "npz": NpzReader, "sqlite": SqliteReader, "tar": TarReader,
                                          "binary": BinaryReader}
+CHILD_READS = frozenset({"lmdb", "hdf5"})
+"""Formats that :func:`import_store` reads in a child process (:class:`IsolatedReader`)."""
+CHILD_WRITES = frozenset({"hdf5"})
+"""Formats that :func:`export_store` writes in a child process (libhdf5 crashes on a full disk)."""
+STALL_SECONDS = 300.0
+"""How long a child may send nothing before it is taken for stuck (a damaged HDF5 file can make
+libhdf5 loop forever) and stopped."""
+_LIBRARY = {"lmdb": "liblmdb", "hdf5": "libhdf5"}
+_PACKAGE = {"lmdb": "lmdb", "hdf5": "h5py"}
 
 
 def _kind(kind: str) -> str:
@@ -60,6 +89,331 @@ def store_size(path: str | os.PathLike, kind: str | None = None) -> int:
     return size
 
 
+# -- the child process ------------------------------------------------------------------------------
+_HEAD, _RECORDS, _PROGRESS, _ERROR, _END = b"H", b"R", b"P", b"E", b"."
+_FRAME = struct.Struct("<cQ")  # a message's type and size
+_SIZE = struct.Struct("<Q")
+_BATCH_BYTES = 8 << 20
+_BATCH_RECORDS = 256
+_ERRORS: dict[str, type[PicPacError]] = {
+    **{name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, PicPacError)},
+    "MissingPackageError": MissingPackageError, "FileIOError": FileIOError}
+
+
+class _Child:
+    """``work(send)`` run in a forked child process that sends messages back to this one by
+    ``send(type, *pieces)`` (a type byte and bytes-like pieces, written with one ``writev``).
+
+    :meth:`receive` gives them in order; an exception in the child is raised here (a PicPacError as the
+    same class), and the child's death by a signal (with ``hint()`` added), or its silence for ``stall``
+    seconds, is a ``fault`` naming ``path``. :meth:`close` stops the child if it still runs: nothing
+    outlives an error or a Ctrl-C."""
+
+    def __init__(self, work: Callable[[Callable[..., None]], None], path: str, doing: str, library: str,
+                 stall: float = STALL_SECONDS, fault: type[PicPacError] = CorruptError,
+                 hint: Callable[[], str] = str):
+        self.path, self._doing, self._library, self._stall = path, doing, library, stall
+        self._fault, self._hint = fault, hint
+        self._done = self._closed = False
+        self._log = tempfile.TemporaryFile()  # the child's stdout and stderr, for the message if it dies
+        self._fd, theirs = os.pipe()
+        try:
+            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads (Linux)
+        except (AttributeError, OSError):
+            pass
+        self._poll = select.poll()
+        self._poll.register(self._fd, select.POLLIN)
+        self._status: int | None = None  # the exit code once reaped (negative: the signal that killed it)
+        parent = os.getpid()
+        try:
+            # os.fork, not multiprocessing: a daemonic worker process (a multiprocessing pool's) may not start
+            # a multiprocessing child, and spawning a fresh interpreter would cost a second
+            self.pid = os.fork()
+        except BaseException:
+            os.close(self._fd)
+            os.close(theirs)
+            self._log.close()
+            raise
+        if self.pid == 0:
+            _child_main(work, theirs, self._fd, self._log.fileno(), parent)
+        os.close(theirs)  # the child's end: its death alone then ends the pipe
+
+    def receive(self) -> tuple[bytes, memoryview]:
+        """The next message's type and body; raises what the child raised, or why it stopped."""
+        if not self._poll.poll(self._stall * 1000):
+            raise self._stopped(self._fault, f"sent nothing for {self._stall:g} s (stuck on a damaged store, "
+                                             "or storage that slow?) and was stopped")
+        kind, size = _FRAME.unpack(self._read(_FRAME.size))
+        body = memoryview(self._read(size))
+        if kind == _ERROR:
+            self._done = True
+            raise _rebuilt(json.loads(bytes(body)))
+        if kind == _END:
+            self._done = True
+        return kind, body
+
+    def _read(self, size: int) -> bytearray:
+        buf = bytearray(size)
+        view, got = memoryview(buf), 0
+        while got < size:
+            n = os.readv(self._fd, [view[got:]])
+            if not n:
+                raise self._died()
+            got += n
+        return buf
+
+    def _reap(self, wait: float) -> int | None:
+        """The child's exit code (negative: killed by that signal) once it has exited, waiting up to ``wait`` s."""
+        deadline = time.monotonic() + wait
+        while self._status is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self._status = os.waitstatus_to_exitcode(status)
+            elif time.monotonic() >= deadline:
+                break
+            else:
+                time.sleep(0.001)
+        return self._status
+
+    def _died(self) -> PicPacError:
+        code = self._reap(5.0)  # its pipe ended: it is exiting
+        said = self._said()
+        if code is not None and code < 0:
+            try:
+                name = signal.Signals(-code).name
+            except ValueError:
+                name = f"signal {-code}"
+            return self._stopped(self._fault, f"died of {name} in {self._library}{said}{self._hint()}")
+        return self._stopped(WorkerError, f"exited with status {code} before it finished{said}")
+
+    def _stopped(self, cls: type[PicPacError], what: str) -> PicPacError:
+        self.close()
+        return cls(f"{self.path}: the process {self._doing} {what}")
+
+    def _said(self) -> str:
+        """The last line the child printed (a library's message before it died), as `` ("...")``."""
+        try:
+            self._log.seek(max(0, os.fstat(self._log.fileno()).st_size - 2000))
+            lines = self._log.read().decode(errors="replace").strip().splitlines()
+        except (OSError, ValueError):
+            return ""
+        return f' ("{lines[-1].strip()[:300]}")' if lines else ""
+
+    def close(self) -> None:
+        """Stop the child unless it finished, and wait for it. Closing twice is harmless."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._reap(5.0 if self._done else 0.0) is None:
+            os.kill(self.pid, signal.SIGKILL)
+            self._reap(float("inf"))
+        os.close(self._fd)
+        self._log.close()
+
+
+def _preload(kind: str) -> None:
+    """Import the format's package before a fork, so that the child imports nothing (an import takes a lock
+    that another thread of this process may have held at the fork)."""
+    if kind in _PACKAGE:
+        require_package(_PACKAGE[kind], kind)
+
+
+def _child_main(work: Callable[[Callable[..., None]], None], fd: int, parents_end: int, log: int,
+                parent: int) -> NoReturn:
+    """The forked child's life: ``work``, then out with ``os._exit`` (no atexit handler of the parent's,
+    no flush of its buffers)."""
+    code = 0
+    try:
+        os.close(parents_end)
+        os.dup2(log, 1)  # a library printing to stdout or stderr must not reach the parent's terminal or pipes
+        os.dup2(log, 2)
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this process
+        if sys.platform.startswith("linux"):
+            try:  # the kernel kills this process when the parent dies, even stuck in a library's loop
+                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+            except (OSError, AttributeError):
+                pass
+        if os.getppid() == parent:
+            send = partial(_send, fd)
+            try:
+                work(send)
+                send(_END)
+            except PicPacError as exc:
+                send(_ERROR, _described(exc))
+    except BrokenPipeError:
+        pass  # the parent is gone or stopped listening: nothing to tell
+    except BaseException:
+        traceback.print_exc()  # to the log, which the parent quotes
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _send(fd: int, kind: bytes, *pieces: Any) -> None:
+    """One message: its frame, then the pieces, with as few ``writev`` calls as the pipe takes."""
+    buffers = [_FRAME.pack(kind, sum(len(p) for p in pieces)), *pieces]
+    first = 0
+    while first < len(buffers):
+        n = os.writev(fd, buffers[first:first + 1024])  # at most IOV_MAX buffers a call
+        while n:
+            if n >= len(buffers[first]):
+                n -= len(buffers[first])
+                first += 1
+            else:
+                buffers[first] = memoryview(buffers[first])[n:]
+                n = 0
+
+
+def _described(exc: PicPacError) -> bytes:
+    """A PicPacError as JSON: its class name, constructor arguments, message and attributes."""
+    attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, type(None)))}
+    return json.dumps({"type": type(exc).__name__, "args": list(exc.__reduce__()[1]), "message": str(exc),
+                       "attrs": attrs, "errno": getattr(exc, "errno", None)}, default=str).encode()
+
+
+def _rebuilt(info: dict) -> PicPacError:
+    """The PicPacError that :func:`_described` described (CorruptError with its message if it cannot be)."""
+    cls = _ERRORS.get(info.get("type"), CorruptError)
+    try:
+        exc = cls(*info["args"])
+    except Exception:
+        exc = None
+    if exc is None or str(exc) != info["message"]:
+        exc = CorruptError(info["message"])
+    exc.__dict__.update(info["attrs"])
+    if isinstance(exc, OSError) and info.get("errno") is not None:
+        exc.errno = info["errno"]
+    return exc
+
+
+class IsolatedReader:
+    """The records of a store, read once and in order by a child process: whatever its format's library
+    does on a damaged store (a crash, an endless loop), this process gets a PicPacError naming the
+    store. ``len(r)``, ``r.metadata`` and iteration, as a :class:`StoreReader`; records come in batches
+    of up to 8 MiB, ``stall`` is how long the child may take for one."""
+
+    def __init__(self, path: str | os.PathLike, kind: str, *, check: bool = True, stall: float = STALL_SECONDS):
+        self.path, self.kind = os.fspath(path), _kind(kind)
+        _preload(kind)
+        self._child = _Child(partial(_send_records, self.path, kind, check), self.path, f"reading this {kind} store",
+                             _LIBRARY.get(kind, kind), stall, hint=lambda: ": the store is damaged or truncated")
+        try:
+            head = json.loads(bytes(self._child.receive()[1]))
+        except BaseException:
+            self._child.close()
+            raise
+        self.metadata: dict[str, Any] = head["metadata"]
+        self._count: int = head["count"]
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __iter__(self) -> Iterator[Record]:
+        index = 0
+        while True:
+            kind, body = self._child.receive()
+            if kind == _END:
+                break
+            pos = 0
+            while pos < len(body):
+                (size,) = _SIZE.unpack_from(body, pos)
+                fields, label, group, meta = decode_record(body[pos + 8:pos + 8 + size], self.path, index, False)
+                yield Record(index, label, group, fields, meta, self.path)
+                pos += 8 + size
+                index += 1
+
+    def close(self) -> None:
+        self._child.close()
+
+    def __enter__(self) -> IsolatedReader:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _send_records(path: str, kind: str, check: bool, send: Callable[..., None]) -> None:
+    """In the child: the store's head, then its records as PPR1 in batches."""
+    with open_reader(path, kind, check=check) as reader:
+        send(_HEAD, json.dumps({"count": len(reader), "metadata": reader.metadata}).encode())
+        batch, size = [], 0
+        for record in reader:
+            meta = _meta(record, path)
+            parts = record_parts(record.fields, record.label, record.group,
+                                 json.dumps(meta, separators=(",", ":")).encode() if meta else b"", checksum=False)
+            record_size = sum(len(part) for part in parts)  # (the views are of bytes: len is nbytes)
+            batch += (_SIZE.pack(record_size), *parts)
+            size += record_size
+            if size >= _BATCH_BYTES or len(batch) >= 2 * _BATCH_RECORDS:
+                send(_RECORDS, *batch)
+                batch, size = [], 0
+        if batch:
+            send(_RECORDS, *batch)
+
+
+class _SentProgress:
+    """In the child: a progress bar whose counts go to the parent, a few times a second."""
+
+    def __init__(self, send: Callable[..., None], total: int):
+        self._send, self._count, self._last = send, 0, time.monotonic()
+        send(_PROGRESS, json.dumps({"total": total}).encode())
+
+    def update(self, n: int = 1) -> None:
+        self._count += n
+        if time.monotonic() - self._last > 0.2:
+            self.close()
+
+    def close(self) -> None:
+        if self._count:
+            self._send(_PROGRESS, json.dumps({"done": self._count}).encode())
+            self._count, self._last = 0, time.monotonic()
+
+
+def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None) -> int:
+    """:func:`_export` in a child process. Its death is a FileIOError naming ``dst`` (libhdf5 dies of
+    SIGSEGV when a write fails on a full disk), and the temporary files it left are removed."""
+    _preload(kind)
+    child = _Child(lambda send: _export(db, dst, kind, send=send), dst, f"writing this {kind} store",
+                   _LIBRARY.get(kind, kind), fault=FileIOError, hint=partial(free_space, dst))
+    bar, count = None, 0
+    try:
+        while True:
+            what, body = child.receive()
+            if what == _END:
+                break
+            message = json.loads(bytes(body))
+            if what == _HEAD:
+                count = message["count"]
+            elif "total" in message:
+                bar = progress(message["total"]) if progress is not None else None
+            elif bar is not None:
+                bar.update(message["done"])
+    except BaseException:
+        child.close()  # first: a child still running could make a temporary file after the removal
+        _remove_temps(dst, child.pid)
+        raise
+    finally:
+        child.close()
+        if bar is not None and hasattr(bar, "close"):
+            bar.close()
+    return count
+
+
+def _remove_temps(dst: str, pid: int | None) -> None:
+    """Remove the temporary files that process ``pid`` (a dead child) left for ``dst``: they are named
+    ``.{name}.{pid}-{hex8}.picpac-tmp`` beside it (:mod:`picpac.file.durable`)."""
+    target = durable.target(dst)
+    directory, prefix = os.path.dirname(target), f".{os.path.basename(target)}.{pid}-"
+    for name in os.listdir(directory) if pid is not None else ():
+        if name.startswith(prefix) and name.endswith(durable.TEMP_SUFFIX):
+            path = os.path.join(directory, name)
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                os.unlink(path)
+
+
+# -- converting -------------------------------------------------------------------------------------
 @dataclass
 class ConvertReport:
     """What :func:`export_store` or :func:`import_store` did."""
@@ -88,12 +442,22 @@ def _check_target(path: str, overwrite: bool) -> None:
         raise PicPacValueError(f"{path}: already exists; pass --overwrite (overwrite=True) to replace it")
 
 
-def _copy(reader: Any, writer: Any, progress: Callable[[int], Any] | None) -> None:
+def _meta(record: Record, source: str) -> dict:
+    """The record's meta, once it is a JSON object and the record has a field (as picpac records must)."""
+    if not record.fields:
+        raise FormatError(f"{source}: record {record.index} has no fields (no bytes values); a picpac record "
+                          "holds at least one")
+    meta = record.meta
+    if not isinstance(meta, dict):
+        raise corrupt_error(source, record.index, f"has meta that is a JSON {type(meta).__name__}, not an object")
+    return meta
+
+
+def _copy(reader: Any, writer: Any, source: str, progress: Callable[[int], Any] | None) -> None:
     bar = progress(len(reader)) if progress is not None else None
     try:
-        for i in range(len(reader)):
-            record = reader[i]
-            writer.append(record.fields, label=record.label, group=record.group, meta=record.meta or None)
+        for record in reader:
+            writer.append(record.fields, label=record.label, group=record.group, meta=_meta(record, source) or None)
             if bar is not None:
                 bar.update(1)
     finally:
@@ -101,36 +465,65 @@ def _copy(reader: Any, writer: Any, progress: Callable[[int], Any] | None) -> No
             bar.close()
 
 
+def _write_errors(kind: str) -> tuple[type[BaseException], ...]:
+    """The errors besides OSError that a format's library raises when a write fails (a full disk)."""
+    if kind == "sqlite":
+        import sqlite3
+        return (sqlite3.Error,)
+    if kind == "lmdb":
+        return (require_package("lmdb", "lmdb").Error,)
+    return ()
+
+
+def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None = None, *,
+            send: Callable[..., None] | None = None) -> int:
+    """Copy database ``db`` into the new store ``dst``; the number of records. With ``send`` (in the child
+    of :func:`_export_in_child`) the count and the progress go to the parent."""
+    with Reader(db) as reader:
+        if send is not None:
+            send(_HEAD, json.dumps({"count": len(reader)}).encode())
+            progress = partial(_SentProgress, send)
+        metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
+        with output_errors(dst, _write_errors(kind)), open_writer(dst, kind, metadata=metadata) as writer:
+            _copy(reader, writer, db, progress)
+        return len(reader)
+
+
 def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, overwrite: bool = False,
                  progress: Callable[[int], Any] | None = None) -> ConvertReport:
     """Copy every record of picpac database ``db`` (and its metadata) into a new ``kind`` store ``dst``.
 
     ``progress(total)`` may return a progress bar (``.update(1)`` per record, ``.close()``), e.g.
-    ``lambda total: tqdm(total=total)``. ``dst`` appears only when the copy is complete."""
+    ``lambda total: tqdm(total=total)``. ``dst`` appears only when the copy is complete. A write that
+    fails (a full disk, a quota) is a FileIOError naming ``dst``; HDF5 stores are written by a child
+    process (:data:`CHILD_WRITES`)."""
     start = time.perf_counter()
     db, dst = os.fspath(db), os.fspath(dst)
     _kind(kind)
     _check_target(dst, overwrite)
-    with Reader(db) as reader:
-        metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
-        with open_writer(dst, kind, metadata=metadata) as writer:
-            _copy(reader, writer, progress)
-        count = len(reader)
+    if kind in CHILD_WRITES:
+        Reader(db).close()  # a missing or damaged database is named before a child starts
+        count = _export_in_child(db, dst, kind, progress)
+    else:
+        count = _export(db, dst, kind, progress)
     return ConvertReport("exported", count, db, os.path.getsize(db), f"{kind} {dst}", store_size(dst, kind),
                          time.perf_counter() - start)
 
 
 def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, overwrite: bool = False,
                  progress: Callable[[int], Any] | None = None) -> ConvertReport:
-    """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``."""
+    """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``.
+
+    LMDB and HDF5 stores are read by a child process (:class:`IsolatedReader`), so that their libraries'
+    crashes on a damaged store are errors; a write that fails (a full disk) is a FileIOError naming ``db``."""
     start = time.perf_counter()
     src, db = os.fspath(src), os.fspath(db)
     _kind(kind)
     _check_target(db, overwrite)
-    with open_reader(src, kind) as reader:
+    with (IsolatedReader(src, kind) if kind in CHILD_READS else open_reader(src, kind)) as reader:
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
-        with Writer(db, metadata=metadata) as writer:
-            _copy(reader, writer, progress)
-        count = len(reader)
+        with output_errors(db), Writer(db, metadata=metadata) as writer:
+            _copy(reader, writer, src, progress)
+        count = len(writer)
     return ConvertReport("imported", count, f"{kind} {src}", store_size(src, kind), db, os.path.getsize(db),
                          time.perf_counter() - start)

@@ -7,7 +7,7 @@ import os
 import numpy as np
 
 from ..errors import CorruptError, FormatError, PicPacValueError
-from ..file.layout import NO_GROUP
+from ..file.layout import NO_GROUP, load_json
 from ..file.reader import Record
 from .base import StoreReader, StoreWriter, corrupt_error, require_package
 
@@ -92,7 +92,9 @@ class HDF5Writer(StoreWriter):
 
 class HDF5Reader(StoreReader):
     """Reads an HDF5 store lazily: opening reads the labels, groups and presence flags; ``r[i]`` reads
-    record i's elements of each field dataset and nothing else."""
+    record i's elements of each field dataset and nothing else. Dataset types and lengths are checked
+    at open; damage past libhdf5's own checks can crash it or make it loop:
+    :func:`picpac.stores.import_store` reads HDF5 stores in a child process."""
 
     kind = "hdf5"
 
@@ -107,21 +109,23 @@ class HDF5Reader(StoreReader):
                 raise CorruptError(f"{self.path}: truncated HDF5 file ({exc})") from None
             raise FormatError(f"{self.path}: not an HDF5 file ({exc})") from None
         f = self._file
-        if "picpac_store" not in f.attrs:
-            raise FormatError(f"{self.path}: an HDF5 file without the picpac_store attribute; "
-                              "not written by picpac (picpac export --to hdf5)")
         try:
-            self.metadata = json.loads(f.attrs["picpac_metadata"])
-            self.labels = f["label"][:]
-            self.groups = f["group"][:]
-            self._meta = f["meta"]
-            self.datasets = {name: f["fields"][name] for name in self.metadata["fields"]}
-            self._present = {name: f["present"][name][:] for name in self.metadata["fields"]}
-        except (KeyError, ValueError, OSError) as exc:
+            if "picpac_store" not in f.attrs:
+                raise FormatError(f"{self.path}: an HDF5 file without the picpac_store attribute; "
+                                  "not written by picpac (picpac export --to hdf5)")
+            self.metadata = _json_attribute(f.attrs["picpac_metadata"], self.path)
+            fields = self.metadata["fields"]
+            datasets = {"label": (f["label"], "fiu"), "group": (f["group"], "iu"), "meta": (f["meta"], "text")}
+            datasets |= {f"fields/{name}": (f["fields"][name], "bytes") for name in fields}
+            datasets |= {f"present/{name}": (f["present"][name], "b") for name in fields}
+        except (KeyError, ValueError, TypeError, OSError, RuntimeError) as exc:
             raise CorruptError(f"{self.path}: damaged picpac HDF5 layout ({exc})") from None
-        self._count = len(self.labels)
-        if any(len(d) != self._count for d in [self._meta, *self.datasets.values(), *self._present.values()]):
-            raise CorruptError(f"{self.path}: datasets of different lengths")
+        self._count = _check_datasets(h5py, datasets, os.path.getsize(self.path), self.path)
+        self.labels = f["label"][:]
+        self.groups = f["group"][:]
+        self._meta = f["meta"]
+        self.datasets = {name: f["fields"][name] for name in fields}
+        self._present = {name: f["present"][name][:] for name in fields}
 
     def _read(self, i: int) -> Record:
         try:
@@ -142,3 +146,39 @@ class HDF5Reader(StoreReader):
         file = getattr(self, "_file", None)
         if file is not None and self._pid == os.getpid() and file.id.valid:
             file.close()
+
+
+def _json_attribute(value: object, path: str) -> object:
+    """The picpac_metadata attribute (a JSON string) parsed."""
+    if isinstance(value, str):
+        value = value.encode()
+    if not isinstance(value, bytes):
+        raise CorruptError(f"{path}: its picpac_metadata attribute is a {type(value).__name__}, not a JSON string")
+    return load_json(value, lambda why: CorruptError(f"{path}: its picpac_metadata attribute is not JSON ({why})"))
+
+
+def _check_datasets(h5py, datasets: dict, file_size: int, path: str) -> int:
+    """The record count, once every dataset is 1-D of that length with elements of its kind (NumPy dtype
+    kinds, "bytes": variable-length uint8, "text": strings). A count beyond the file's size (a damaged
+    shape) is refused before an array of that length is read."""
+    count = None
+    for name, (dataset, kind) in datasets.items():
+        if not isinstance(dataset, h5py.Dataset):
+            raise CorruptError(f"{path}: {name} is a {type(dataset).__name__}, not a dataset")
+        dtype = dataset.dtype
+        if kind == "bytes":
+            ok = h5py.check_vlen_dtype(dtype) == np.uint8
+        elif kind == "text":
+            ok = h5py.check_string_dtype(dtype) is not None
+        else:
+            ok = dtype.kind in kind
+        if not ok or len(dataset.shape) != 1:
+            raise CorruptError(f"{path}: dataset {name} holds {dtype} of shape {dataset.shape}, not what the "
+                               "picpac HDF5 layout has there")
+        if count is None:
+            count = dataset.shape[0]
+        elif dataset.shape[0] != count:
+            raise CorruptError(f"{path}: datasets of different lengths ({name}: {dataset.shape[0]}, label: {count})")
+    if count > file_size:
+        raise CorruptError(f"{path}: datasets of {count:,} records in a file of {file_size:,} bytes")
+    return count

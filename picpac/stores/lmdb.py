@@ -5,8 +5,9 @@ import json
 import os
 
 from ..errors import CorruptError, FormatError
+from ..file.layout import load_json
 from ..file.reader import Record
-from .base import StoreReader, StoreWriter, corrupt_error, require_package
+from .base import StoreReader, StoreWriter, check_regular, corrupt_error, require_package
 from .records import decode_record, encode_record
 
 
@@ -86,13 +87,19 @@ def _lmdb_env(path: str):
         del _LMDB_ENVS[key]
         entry = None
     if entry is None:
+        data = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
+        if os.path.lexists(data):  # (a FIFO would block lmdb's open; a missing data.mdb is lmdb's error)
+            check_regular(data, "lmdb")
         try:
             env = lmdb.open(path, readonly=True, lock=False, subdir=os.path.isdir(path), max_readers=1024)
         except lmdb.Error as exc:
             raise FormatError(f"{path}: not an LMDB store ({exc})") from None
         # a page past the end of a truncated file would be a SIGBUS when mapped: check the size first
-        data = os.path.join(path, "data.mdb") if os.path.isdir(path) else path
-        needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        try:
+            needed = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        except lmdb.Error as exc:
+            env.close()
+            raise CorruptError(f"{path}: damaged LMDB store ({exc})") from None
         if os.path.getsize(data) < needed:
             env.close()
             raise CorruptError(f"{path}: truncated LMDB store ({data} has {os.path.getsize(data):,} bytes, "
@@ -113,20 +120,25 @@ def _lmdb_release(path: str) -> None:
 
 
 class LmdbReader(StoreReader):
+    """Reads an LMDB store; a damaged page is liblmdb's error (a CorruptError here) or, past its checks,
+    a crash: :func:`picpac.stores.import_store` reads LMDB stores in a child process."""
+
     kind = "lmdb"
 
     def _open(self) -> None:
+        self._damage = (*StoreReader._damage, require_package("lmdb", "lmdb").Error)
         self._env = _lmdb_env(self.path)
         self._txn = self._env.begin(buffers=False)
         raw = self._txn.get(LMDB_META_KEY)
         if raw is None:
             raise FormatError(f"{self.path}: an LMDB store without the {LMDB_META_KEY.decode()} key; "
                               "not written by picpac (picpac export --to lmdb)")
+        damaged = f"{self.path}: damaged {LMDB_META_KEY.decode()} entry"
+        info = load_json(raw, lambda why: CorruptError(f"{damaged} ({why})"))
         try:
-            info = json.loads(raw)
             self.metadata, self._count = info["metadata"], int(info["count"])
-        except (ValueError, KeyError, TypeError) as exc:
-            raise CorruptError(f"{self.path}: damaged {LMDB_META_KEY.decode()} entry ({exc})") from None
+        except (ValueError, KeyError, TypeError, OverflowError) as exc:
+            raise CorruptError(f"{damaged} ({exc})") from None
         if info.get("serialisation") != "PPR1":
             raise FormatError(f"{self.path}: records serialised as {info.get('serialisation')!r}; "
                               "this picpac reads PPR1")

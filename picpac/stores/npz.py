@@ -7,15 +7,17 @@ import os
 import shutil
 import struct
 import tempfile
+import tokenize
 import zipfile
+import zlib
 from typing import Any
 
 import numpy as np
 
 from ..errors import CorruptError, FormatError
-from ..file.layout import NO_GROUP
+from ..file.layout import NO_GROUP, load_json
 from ..file.reader import Record
-from .base import StoreWriter, MappedReader
+from .base import MappedReader, StoreReader, StoreWriter
 
 
 NPZ_META_KEY = "__picpac__"
@@ -84,16 +86,20 @@ class NpzWriter(StoreWriter):
 
 class NpzReader(MappedReader):
     """Reads an npz store through a memory map of its (uncompressed) members; a compressed member is
-    loaded whole with ``np.load``."""
+    loaded whole with ``np.load`` (never a pickle: an array of Python objects is refused)."""
 
     kind = "npz"
+    _damage = (*MappedReader._damage, zipfile.BadZipFile, zlib.error, SyntaxError, tokenize.TokenError)
+    _KINDS = {"label": "fiu", "group": "iu", "meta": "u", "meta_offsets": "iu", "data": "u", "offsets": "iu",
+              "present": "b"}
+    """The NumPy dtype kinds each array may have (by its name before ``:``)."""
 
     def _open(self) -> None:
         view = self._map(self.path)
         try:
             with zipfile.ZipFile(self.path) as archive:
                 members = {info.filename: info for info in archive.infolist()}
-        except (zipfile.BadZipFile, OSError) as exc:
+        except (zipfile.BadZipFile, *StoreReader._damage) as exc:
             if bytes(view[:4]) == b"PK\x03\x04":
                 raise CorruptError(f"{self.path}: truncated or damaged npz file ({exc})") from None
             raise FormatError(f"{self.path}: not an npz file ({exc})") from None
@@ -103,34 +109,58 @@ class NpzReader(MappedReader):
         if raw is None:
             raise FormatError(f"{self.path}: an npz file without {NPZ_META_KEY}; not written by picpac "
                               "(picpac export --to npz)")
+        head = load_json(raw.tobytes(), lambda why: CorruptError(f"{self.path}: damaged {NPZ_META_KEY} ({why})"))
         try:
-            self.metadata = json.loads(raw.tobytes())["metadata"]
+            self.metadata = head["metadata"]
+            self._check_metadata()
             self.labels, self.groups = self._need("label"), self._need("group")
             self._meta, self._meta_offsets = self._need("meta"), self._need("meta_offsets")
             self._fields = {name: (self._need(f"data:{name}"), self._need(f"offsets:{name}"),
                                    self._need(f"present:{name}")) for name in self.metadata["fields"]}
-        except (ValueError, KeyError, TypeError) as exc:
+        except (KeyError, TypeError) as exc:
             raise CorruptError(f"{self.path}: damaged npz store ({exc})") from None
         self._count = len(self.labels)
-        for name, (data, offsets, present) in self._fields.items():
-            if len(offsets) != self._count + 1 or len(present) != self._count or offsets[-1] != len(data) \
-                    or (len(offsets) and offsets[0] != 0) or (np.diff(offsets) < 0).any():
-                raise CorruptError(f"{self.path}: the offsets of field {name!r} do not match its data")
+        if len(self.groups) != self._count:
+            raise CorruptError(f"{self.path}: {len(self.groups)} groups for {self._count} labels")
+        for name, (data, offsets, present) in [("meta", (self._meta, self._meta_offsets, None)),
+                                               *self._fields.items()]:
+            if len(offsets) != self._count + 1 or (present is not None and len(present) != self._count) \
+                    or offsets[0] != 0 or offsets[-1] != len(data) or (np.diff(offsets) < 0).any():
+                raise CorruptError(f"{self.path}: the offsets of {name!r} do not match its data")
         del view
 
     def _need(self, key: str) -> np.ndarray:
         array = self._array(key)
         if array is None:
             raise KeyError(f"no array {key!r}")
+        kinds = self._KINDS[key.split(":")[0]]
+        if array.dtype.kind not in kinds or array.itemsize > 8 or (kinds == "u" and array.itemsize != 1):
+            raise CorruptError(f"{self.path}: array {key!r} holds {array.dtype}, not what a picpac npz store "
+                               "has there")
         return array
 
     def _array(self, key: str) -> np.ndarray | None:
         info = self._members.get(key + ".npy")
         if info is None:
             return None
-        if info.compress_type != zipfile.ZIP_STORED:
-            with np.load(self.path, allow_pickle=False) as npz:
-                return npz[key]
+        try:
+            if info.compress_type != zipfile.ZIP_STORED:
+                with np.load(self.path, allow_pickle=False) as npz:
+                    array = npz[key]
+                if array.ndim != 1:
+                    raise FormatError(f"{self.path}: {info.filename} is not a flat array of plain values")
+                return array
+            return self._mapped(info)
+        except ValueError as exc:
+            if "allow_pickle" in str(exc):  # np.load refuses object arrays: they would unpickle code
+                raise FormatError(f"{self.path}: {info.filename} holds Python objects (pickles), which are "
+                                  "never loaded; a picpac npz store holds plain arrays") from None
+            raise CorruptError(f"{self.path}: damaged array {info.filename} ({exc})") from None
+        except (SyntaxError, tokenize.TokenError) as exc:  # the header's dict, parsed by numpy
+            raise CorruptError(f"{self.path}: damaged header of {info.filename} ({exc})") from None
+
+    def _mapped(self, info: zipfile.ZipInfo) -> np.ndarray:
+        """An uncompressed member, viewed in place in the mapped file."""
         view = self._view
         at = info.header_offset
         if bytes(view[at:at + 4]) != b"PK\x03\x04":
@@ -141,7 +171,7 @@ class NpzReader(MappedReader):
         version = np.lib.format.read_magic(head)
         shape, fortran, dtype = (np.lib.format.read_array_header_1_0(head) if version == (1, 0)
                                  else np.lib.format.read_array_header_2_0(head))
-        if dtype.hasobject or fortran or len(shape) != 1:
+        if dtype.hasobject or fortran or len(shape) != 1 or shape[0] < 0:
             raise FormatError(f"{self.path}: {info.filename} is not a flat array of plain values")
         offset = start + head.tell()
         if offset + shape[0] * dtype.itemsize > len(view):

@@ -26,12 +26,23 @@ def encode_record(fields: Mapping[str, Any], label: float = 0.0, group: int | No
     """One record as PPR1 bytes (docs/stores.md): a 32-byte head (magic ``PPR1``, CRC32 of the rest,
     field count, meta size, label, group), a (name size, data size) entry per field, the names, the
     meta JSON and the fields' bytes, all little-endian. :func:`decode_record` reads it back."""
+    return b"".join(record_parts(fields, label, group, meta))
+
+
+def record_parts(fields: Mapping[str, Any], label: float = 0.0, group: int | None = None, meta: bytes = b"",
+                 checksum: bool = True) -> list:
+    """The pieces that :func:`encode_record` joins (the fields' as views, not copies), to be written one
+    after the other; without ``checksum`` the CRC32 is left 0 (for bytes that a checksum guards already)."""
     names = [name.encode() for name in fields]
     views = [_as_bytes(name, value) for name, value in fields.items()]
     table = _ppr_table(len(views)).pack(*[x for name, view in zip(names, views) for x in (len(name), view.nbytes)])
     body = struct.pack("<HHIdq", len(views), 0, len(meta), float(label), NO_GROUP if group is None else group)
-    rest = b"".join([body, table, *names, meta, *views])
-    return PPR_MAGIC + struct.pack("<I", zlib.crc32(rest)) + rest
+    rest = [body, table, *names, meta, *views]
+    crc = 0
+    if checksum:
+        for part in rest:
+            crc = zlib.crc32(part, crc)
+    return [PPR_MAGIC + struct.pack("<I", crc), *rest]
 
 
 def decode_record(data: Any, path: str = "<record>", index: int = 0, check: bool = True
@@ -47,6 +58,8 @@ def decode_record(data: Any, path: str = "<record>", index: int = 0, check: bool
         raise corrupt_error(path, index, f"is not a PPR1 record (starts with {bytes(magic)!r})")
     if check and zlib.crc32(view[8:]) != crc:
         raise corrupt_error(path, index, "fails its CRC32 (damaged bytes)")
+    if _PPR_HEAD.size + _PPR_FIELD * n > len(view):  # before a struct of n entries is built
+        raise corrupt_error(path, index, f"has a damaged PPR1 layout ({n} fields in {len(view)} bytes)")
     try:
         table = _ppr_table(n).unpack_from(view, _PPR_HEAD.size)
         pos = _PPR_HEAD.size + _PPR_FIELD * n

@@ -6,11 +6,13 @@ import os
 import sqlite3
 
 from ..errors import CorruptError, FormatError, PicPacValueError
+from ..file.layout import load_json
 from ..file.reader import Record
 from .base import StoreReader, StoreWriter, corrupt_error
 
 
 _SQL_RESERVED = frozenset({"id", "label", "group", "meta"})
+_SQL_TYPES = {int: "an INTEGER", float: "a REAL", str: "TEXT"}
 
 
 def _quote(name: str) -> str:
@@ -70,7 +72,11 @@ class SqliteWriter(StoreWriter):
 
 
 class SqliteReader(StoreReader):
+    """Reads a picpac SQLite store; values of the wrong SQLite type (TEXT where a BLOB belongs, ...) are
+    CorruptErrors naming the record."""
+
     kind = "sqlite"
+    _damage = (*StoreReader._damage, sqlite3.Error)
 
     def _open(self) -> None:
         if os.path.isdir(self.path):
@@ -84,13 +90,21 @@ class SqliteReader(StoreReader):
                 raise CorruptError(f"{self.path}: damaged or truncated SQLite file ({exc})") from None
             raise FormatError(f"{self.path}: not a picpac SQLite store ({exc})") from None
         try:
-            self.metadata = json.loads(info["metadata"])
+            metadata = info["metadata"]
+            self.metadata = load_json(metadata.encode() if isinstance(metadata, str) else metadata,
+                                      lambda why: CorruptError(f"{self.path}: damaged dataset metadata ({why})"))
             self._count = int(info["count"])
+            self._check_metadata()
             last = self._db.execute("SELECT max(id) FROM records").fetchone()[0]
+            # (a missing column named in double quotes would be read as a string literal: check them all)
+            missing = {"label", "group", "meta", *self.metadata["fields"]} - {
+                row[1] for row in self._db.execute("PRAGMA table_info(records)")}
             columns = ", ".join(['label', '"group"', 'meta', *map(_quote, self.metadata["fields"])])
             self._select = f"SELECT {columns} FROM records WHERE id = ?"
-        except (KeyError, ValueError, TypeError, sqlite3.DatabaseError) as exc:
+        except (KeyError, ValueError, TypeError, OverflowError, sqlite3.DatabaseError) as exc:
             raise CorruptError(f"{self.path}: damaged picpac SQLite store ({exc})") from None
+        if missing:
+            raise CorruptError(f"{self.path}: the records table has no column {sorted(missing)[0]!r}")
         if (last if last is not None else -1) != self._count - 1:
             raise CorruptError(f"{self.path}: {self._count} records recorded, the last id is {last}")
 
@@ -102,10 +116,15 @@ class SqliteReader(StoreReader):
         if row is None:
             raise corrupt_error(self.path, i, "is missing")
         label, group, meta = row[:3]
-        label = float(label)
-        fields = {name: memoryview(value) for name, value in zip(self.metadata["fields"], row[3:])
-                  if value is not None}
-        return self._record(i, fields, label, group, (meta or "").encode())
+        fields = {}
+        for name, value in zip(self.metadata["fields"], row[3:]):
+            if value is None:
+                continue
+            if not isinstance(value, bytes):
+                raise corrupt_error(self.path, i, f"field {name!r} holds {_SQL_TYPES.get(type(value), 'a value')}, "
+                                                  "not a BLOB")
+            fields[name] = memoryview(value)
+        return self._record(i, fields, label, group, (meta.encode() if isinstance(meta, str) else meta) or b"")
 
     def _after_fork(self) -> None:
         self._inherited.append(self._db)  # SQLite connections must not cross a fork: a new one

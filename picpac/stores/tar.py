@@ -9,6 +9,7 @@ import tarfile
 from typing import Any
 
 from ..errors import CorruptError, FormatError, PicPacValueError
+from ..file.layout import load_json
 from ..file.reader import Record
 from .base import StoreWriter, corrupt_error, MappedReader
 
@@ -73,6 +74,7 @@ class TarReader(MappedReader):
     group, ``.json`` the meta (when it holds a JSON object), every other member a field."""
 
     kind = "tar"
+    _damage = (*MappedReader._damage, tarfile.TarError)
 
     def _open(self) -> None:
         view = self._map(self.path)
@@ -84,8 +86,8 @@ class TarReader(MappedReader):
             if "truncated" in reason or "unexpected end" in reason:
                 raise CorruptError(f"{self.path}: truncated tar ({reason})") from None
             raise FormatError(f"{self.path}: not an uncompressed tar file ({reason})") from None
-        except (EOFError, OSError) as exc:
-            raise CorruptError(f"{self.path}: truncated or damaged tar ({exc})") from None
+        except (tarfile.TarError, *MappedReader._damage) as exc:  # a damaged header past the first
+            raise CorruptError(f"{self.path}: truncated or damaged tar ({type(exc).__name__}: {exc})") from None
         keys: dict[str, dict[str, tuple[int, int]]] = {}
         for member in members:
             if not member.isreg():
@@ -105,10 +107,8 @@ class TarReader(MappedReader):
         self._count = len(self._samples)
 
     def _json(self, offset: int, size: int, what: str) -> Any:
-        try:
-            return json.loads(bytes(self._view[offset:offset + size]))
-        except ValueError as exc:
-            raise CorruptError(f"{self.path}: damaged {what} member ({exc})") from None
+        return load_json(self._view[offset:offset + size],
+                         lambda why: CorruptError(f"{self.path}: damaged {what} member ({why})"))
 
     def _read(self, i: int) -> Record:
         key, members = self._samples[i]

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError
+from ..file.layout import load_json
 from ..file.reader import Record
 from .base import StoreWriter, corrupt_error, MappedReader
 from .checksums import masked_crc32c
@@ -116,10 +117,12 @@ class TFRecordReader(MappedReader):
             except ValueError as exc:
                 raise FormatError(f"{self.path}: record {len(starts) - 1} is not a tf.train.Example ({exc})") from None
             if _TF_DATASET in last:
-                try:
-                    self.metadata = json.loads(bytes(last[_TF_DATASET][1][0]))
-                except (ValueError, IndexError) as exc:
-                    raise CorruptError(f"{self.path}: damaged {_TF_DATASET} feature ({exc})") from None
+                kind, values = last[_TF_DATASET]
+                if kind != "bytes" or len(values) != 1:
+                    raise CorruptError(f"{self.path}: damaged {_TF_DATASET} feature (a {kind} list of "
+                                       f"{len(values)} values, not one bytes value)")
+                self.metadata = load_json(values[0], lambda why: CorruptError(
+                    f"{self.path}: damaged {_TF_DATASET} feature ({why})"))
                 if len(last) == 1:
                     self._count -= 1  # only the dataset metadata: a store of no records
 
@@ -147,6 +150,8 @@ class TFRecordReader(MappedReader):
         fields = {}
         for name, (kind, values) in features.items():
             if name == _TF_LABEL and values:
+                if kind == "bytes" and len(values[0]) != 8:
+                    raise corrupt_error(self.path, i, f"has a {_TF_LABEL} of {len(values[0])} bytes, not a double's 8")
                 label = float(values[0]) if kind != "bytes" else struct.unpack("<d", values[0])[0]
             elif name == _TF_GROUP and kind == "int64" and values:
                 group = values[0]
@@ -162,5 +167,9 @@ class TFRecordReader(MappedReader):
             else:
                 extra[name] = values
         if extra:
-            meta = {**(json.loads(bytes(meta)) if len(meta) else {}), **extra}
+            stored = load_json(meta, lambda why: corrupt_error(self.path, i, f"has a {_TF_META} that is not valid "
+                                                                             f"JSON ({why})")) if len(meta) else {}
+            if not isinstance(stored, dict):
+                raise corrupt_error(self.path, i, f"has a {_TF_META} that is not a JSON object")
+            meta = {**stored, **extra}
         return self._record(i, self._ordered(fields), label, group, meta)

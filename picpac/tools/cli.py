@@ -24,7 +24,8 @@ class _ReportErrors:
         try:
             return super().invoke(ctx)
         except PicPacError as exc:
-            click.echo(f"{ctx.find_root().info_name}: error: {exc}", err=True)
+            message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a path holds
+            click.echo(f"{ctx.find_root().info_name}: error: {message}", err=True)
             ctx.exit(2)
 
 

@@ -1,7 +1,6 @@
 """The importer: validate the images of a source on worker threads and write them to a database."""
 from __future__ import annotations
 
-import json
 import os
 import time
 from contextlib import closing
@@ -15,8 +14,11 @@ from tqdm import tqdm
 from .. import image
 from ..engine.threads import ordered_map
 from ..errors import ImageTooLargeError, ImportFailedError, PicPacValueError, SourceError
+from ..file.layout import load_json
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
+from ..sources.base import read_file
+from ..stores.base import output_errors
 
 _WINDOW_PER_THREAD = 4
 """Items in flight per worker thread: enough to keep the workers busy, few enough to bound memory."""
@@ -71,7 +73,9 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
     undecodable files are skipped and listed in the report, or with ``strict`` fail the import; so are
     images (and masks) whose header declares more than ``max_pixels`` pixels (None or 0: no limit),
-    refused before they are decoded.
+    refused before they are decoded, and files that are no regular files (a FIFO, a device, a
+    directory) or hold more than ``MAX_FILE_BYTES``, refused unread. A write that fails (a full disk)
+    is a FileIOError naming ``db``.
     Original bytes are stored unchanged unless ``max_size`` makes an image's longer side shrink.
     ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
     when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
@@ -94,7 +98,8 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     load = partial(_load, root=listing.root, max_size=max_size, max_pixels=max_pixels)
     skipped: list[tuple[str, str]] = []
     source_bytes = 0
-    with (Writer(db, metadata=metadata) as writer,
+    with (output_errors(db),
+          Writer(db, metadata=metadata) as writer,
           tqdm(total=len(listing.items), unit="img", disable=None if progress is None else not progress) as bar,
           closing(ordered_map(load, listing.items, threads, _WINDOW_PER_THREAD * threads,
                               name="picpac-import")) as results):
@@ -159,14 +164,12 @@ def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | N
 
 
 def _read_image(path: str, what: str, max_pixels: int | None) -> tuple[bytes, np.ndarray]:
-    """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons."""
+    """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons. A file that
+    is not a regular one (a FIFO, a device, a directory) or too large is skipped unread."""
     try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise _Skip(f"{what}missing file") from None
-    except OSError as exc:
-        raise _Skip(f"{what}cannot read: {exc.strerror}") from None
+        data = read_file(path)
+    except SourceError as exc:
+        raise _Skip(f"{what}{exc.reason}") from None
     try:
         img = image.decode(data, max_pixels=max_pixels)
     except ImageTooLargeError as exc:
@@ -177,10 +180,7 @@ def _read_image(path: str, what: str, max_pixels: int | None) -> tuple[bytes, np
 
 
 def _checked_json(annotation: bytes) -> bytes:
-    try:
-        json.loads(annotation)
-    except ValueError as exc:
-        raise _Skip(f"annotation is not valid JSON ({exc})") from None
+    load_json(annotation, lambda why: _Skip(f"annotation is not valid JSON ({why})"))
     return annotation
 
 

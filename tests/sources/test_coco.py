@@ -105,3 +105,43 @@ def test_malformed_coco_names_the_entry(tmp_path, change, message):
     write_text(tmp_path / "broken.json", '{"images": [')
     with pytest.raises(SourceError, match=r"broken.json: not valid JSON"):
         scan(tmp_path / "broken.json", "coco")
+
+
+def _coco_text(images='[{"id": 1, "file_name": "a.jpg", "width": 10, "height": 10}]', annotations="[]",
+               categories="[]") -> str:
+    return f'{{"images": {images}, "annotations": {annotations}, "categories": {categories}}}'
+
+
+@pytest.mark.parametrize("text, message", [
+    ("[" * 100_000 + "]" * 100_000, r"not valid JSON \(nested too deeply\)"),
+    (_coco_text(annotations='[{"image_id": 1, "category_id": 1, "bbox": [' + "[" * 50_000 + "]" * 50_000 + "]}]"),
+     r"not valid JSON \(nested too deeply\)"),
+    (_coco_text(images='"abc"'), r"not a COCO file: no `images` list"),
+    (_coco_text(annotations='"abc"'), r"`annotations` is not a list"),
+    (_coco_text(categories='{"1": "cat"}'), r"`categories` is not a list"),
+    (_coco_text(images='["a.jpg"]'), r"images\[0\]: expected a JSON object \(an image\), got str"),
+    (_coco_text(images='[{"id": [1], "file_name": "a.jpg", "width": 1, "height": 1}]'),
+     r"images\[0\]: `id` must be an integer or a string, got \[1\]"),
+    (_coco_text(images='[{"id": 1, "file_name": "a\\u0000.jpg", "width": 1, "height": 1}]'),
+     r"images\[0\]: `file_name` 'a\\x00.jpg' is not a path"),
+    (_coco_text(images='[{"id": 1, "file_name": ["a.jpg"], "width": 1, "height": 1}]'),
+     r"images\[0\]: `file_name` \['a.jpg'\] is not a path"),
+    (_coco_text(images='[{"id": 1, "file_name": "a.jpg", "width": "10", "height": 1}]'),
+     r"images\[0\]: `width` must be a positive number \(pixels\), got '10'"),
+    (_coco_text(annotations='[{"image_id": 1, "category_id": 1, "bbox": [1' + "0" * 400 + ', 1, 1, 1]}]'),
+     r"annotations\[0\]: expected `bbox` \[x, y, width, height\] in pixels"),
+    (_coco_text(annotations='[{"image_id": 1, "category_id": 1, "segmentation": [[1, 2, 3, "4", 5, 6]]}]'),
+     r"annotations\[0\]: segmentation must be a list of polygons"),
+    (_coco_text(annotations='[{"image_id": 1, "segments_info": [{"bbox": [1, 1, 1, 1], "category_id": 1}]}, '
+                            '{"image_id": 1, "segments_info": "x"}]'), r"annotations\[1\]: no `segments_info` list"),
+    (_coco_text(annotations='[{"image_id": 1, "segments_info": [7]}]'),
+     r"annotations\[0\].segments_info\[0\]: expected a JSON object \(an segment\), got int"),
+    (_coco_text(categories='[{"id": 10000000000, "name": "cat"}]'),
+     r"categories\[0\]: `id` must be an integer 0, 1, ..., 1048575, got 10000000000"),
+    (_coco_text(annotations='[{"image_id": 1, "category_id": -1, "bbox": [1, 1, 1, 1]}]'),
+     r"annotations\[0\]: `category_id` must be an integer 0, 1, ..., 1048575, got -1"),
+], ids=lambda value: str(value)[:40])
+def test_hostile_coco_files_are_source_errors_naming_the_file(tmp_path, text, message):
+    src = write_text(tmp_path / "coco.json", text)
+    with pytest.raises(SourceError, match=rf"^{tmp_path}/coco.json: {message}"):
+        scan(src)

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -154,3 +156,37 @@ def test_cli_malformed_label_line_is_one_error_line(tmp_path):
                                   "got 3 values")
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
     assert not (tmp_path / "db").exists()
+
+
+@pytest.mark.parametrize("name, text, message", [
+    ("deep.yaml", "names: " + "[" * 5000 + "]" * 5000 + "\n", r"deep.yaml: YAML nested too deeply"),
+    ("bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x]\nb: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a]\n"
+                  "c: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b]\nd: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c]\n"
+                  "e: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d]\nf: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e]\n"
+                  "names: [*f, *f, *f, *f, *f, *f, *f, *f, *f]\n",
+     r"bomb.yaml: a class name is a YAML list; class names are strings"),
+    ("ids.yaml", "names: {0: cat, 1000000000: dog}\n", r"ids.yaml: class id 1000000000 is not an integer 0, 1, "
+                                                       r"..., 1048575"),
+    ("digits.yaml", "names: {'12345678901234567890': dog}\n", r"digits.yaml: class id '12345678901234567890' is not"),
+    ("int.yaml", "names: [" + "1" * 5000 + "]\n", r"int.yaml: not valid YAML \(Exceeds the limit"),
+    ("date.yaml", "names: [2023-13-45]\n", r"date.yaml: not valid YAML \(month must be in 1..12\)"),
+    ("nul.txt", "cat\n\0dog\n", r"nul.txt:2: holds a NUL byte; class name files are text"),
+], ids=lambda value: str(value)[:20])
+def test_hostile_classes_files(tmp_path, name, text, message):
+    images = touch_images(tmp_path / "images", "a.jpg")
+    (tmp_path / "labels").mkdir()
+    with pytest.raises(SourceError, match=message):
+        scan(images, "yolo", classes=write_text(tmp_path / name, text))
+
+
+@pytest.mark.timeout(60)
+def test_a_label_file_that_is_no_file_or_holds_a_huge_class_id(tmp_path):
+    images = touch_images(tmp_path / "images", "a.jpg", "b.jpg")
+    (tmp_path / "labels").mkdir()
+    os.mkfifo(tmp_path / "labels" / "a.txt")  # read, it would block the scan forever
+    with pytest.raises(SourceError, match=re.escape(f"{tmp_path / 'labels' / 'a.txt'}: a FIFO, not a regular file")):
+        scan(images, "yolo")
+    os.unlink(tmp_path / "labels" / "a.txt")
+    write_text(tmp_path / "labels" / "b.txt", "1" * 5000 + " 0.5 0.5 0.1 0.1\n")
+    with pytest.raises(SourceError, match=re.escape(f"{tmp_path / 'labels' / 'b.txt'}:1: class '1111")):
+        scan(images, "yolo")

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import math
 import os
+import shlex
+import shutil
+import subprocess
 
 import pytest
 
@@ -66,3 +69,19 @@ def crc32c_bitwise(data: bytes) -> int:
         for _ in range(8):
             crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
     return crc ^ 0xFFFFFFFF
+
+
+def on_small_disk(folder, script: str, size: str = "1m") -> subprocess.CompletedProcess:
+    """Run the sh ``script`` where the directory ``folder`` is a fresh tmpfs of ``size`` bytes (``$DISK`` in
+    the script): a full disk for real. The tmpfs lives in a mount namespace of the script's own, gone with
+    it; the test is skipped where neither ``unshare -rm`` (user namespaces) nor ``unshare -m`` (root) works."""
+    os.makedirs(folder, exist_ok=True)
+    mount = f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(folder))}"
+    for flags in ("-rm", "-m"):
+        if shutil.which("unshare") and subprocess.run(["unshare", flags, "sh", "-c", mount],
+                                                      capture_output=True).returncode == 0:
+            break
+    else:
+        pytest.skip("cannot mount a small tmpfs here (no user namespaces, not root)")
+    return subprocess.run(["unshare", flags, "sh", "-c", f"{mount} && {script}"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "DISK": str(folder)})

@@ -1,9 +1,13 @@
-"""The LMDB store (picpac/stores/lmdb.py) grows its map as needed."""
+"""The LMDB store (picpac/stores/lmdb.py) grows its map as needed; damage liblmdb finds is a CorruptError."""
 from __future__ import annotations
+
+import re
+import struct
 
 import pytest
 
 from picpac import stores
+from picpac.errors import CorruptError
 
 from conftest import payload
 
@@ -18,3 +22,30 @@ def test_lmdb_map_grows_as_needed(tmp_path, monkeypatch):
             w.append(image=image)
     with stores.open_reader(tmp_path / "grow.lmdb", "lmdb") as r:
         assert [bytes(rec["image"]) for rec in r] == images
+
+
+def test_damage_liblmdb_reports_is_a_corrupt_error(tmp_path):
+    pytest.importorskip("lmdb")
+    path = tmp_path / "s.lmdb"
+    with stores.open_writer(path, "lmdb") as w:
+        for i in range(3):
+            w.append(image=payload(i, 100))
+    data = bytearray((path / "data.mdb").read_bytes())
+    (flags,) = struct.unpack_from("<H", data, 2 * 4096 + 10)
+    assert flags & 0x02  # page 2: the leaf of every key
+    struct.pack_into("<H", data, 2 * 4096 + 10, 0x10)  # now it says it is a meta page
+    (path / "data.mdb").write_bytes(data)
+    with pytest.raises(CorruptError, match=re.escape(f"{path}: damaged lmdb store (CorruptedError: mdb_get: "
+                                                     "MDB_CORRUPTED: Located page was wrong type)")):
+        stores.open_reader(path, "lmdb")
+    with pytest.raises(CorruptError, match=re.escape(f"{path}: damaged lmdb store (CorruptedError")):
+        stores.import_store(path, tmp_path / "db", "lmdb")
+
+
+def test_a_nested_description_is_a_corrupt_error(tmp_path):
+    lmdb = pytest.importorskip("lmdb")
+    path = tmp_path / "s.lmdb"
+    with lmdb.open(str(path), map_size=1 << 20) as env, env.begin(write=True) as txn:
+        txn.put(stores.LMDB_META_KEY, b"[" * 100_000)
+    with pytest.raises(CorruptError, match=re.escape(f"{path}: damaged __picpac__ entry (nested too deeply)")):
+        stores.open_reader(path, "lmdb")

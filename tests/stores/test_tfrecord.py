@@ -1,6 +1,8 @@
-"""TFRecord (picpac/stores/tfrecord.py): a file written by hand reads back, CRC32C damage is named."""
+"""TFRecord (picpac/stores/tfrecord.py): a file written by hand reads back; CRC32C damage and damaged
+features are named."""
 from __future__ import annotations
 
+import re
 import struct
 
 import pytest
@@ -73,3 +75,40 @@ def test_tfrecord_crc_mismatch_is_detected_and_named(db, tmp_path):
     damaged.write_bytes(b"not a tfrecord file at all")
     with pytest.raises(FormatError, match=r"damaged\.tfrecord: not a TFRecord file"):
         stores.open_reader(damaged, "tfrecord")
+
+
+def write_examples(path, *examples: dict) -> str:
+    path.write_bytes(b"".join(stores.tfrecord_frame(stores.encode_example(e)) for e in examples))
+    return str(path)
+
+
+@pytest.mark.parametrize("examples, message", [
+    ([{"picpac/dataset": ("int64", [2**62])}], "damaged picpac/dataset feature (a int64 list of 1 values, not one "
+                                               "bytes value)"),
+    ([{"picpac/dataset": ("bytes", [b"{", b"}"])}], "damaged picpac/dataset feature (a bytes list of 2 values"),
+    ([{"picpac/dataset": ("bytes", [b"[" * 100_000])}], "damaged picpac/dataset feature (nested too deeply)"),
+    ([{"picpac/dataset": ("bytes", [b'{"classes": "ab"}'])}], "the dataset metadata's 'classes' is not a list"),
+])
+def test_a_damaged_dataset_feature_is_a_corrupt_error(tmp_path, examples, message):
+    path = write_examples(tmp_path / "x.tfrecord", *examples)
+    with pytest.raises(CorruptError, match=re.escape(f"{path}: {message}")):
+        stores.open_reader(path, "tfrecord")
+
+
+@pytest.mark.parametrize("features, message", [
+    ({"picpac/label": ("bytes", [b"\0" * 7])}, "record 0 has a picpac/label of 7 bytes, not a double's 8"),
+    ({"picpac/meta": ("bytes", [b"[1]"]), "score": ("float", [0.5])}, "record 0 has a picpac/meta that is not a "
+                                                                       "JSON object"),
+    ({"picpac/meta": ("bytes", [b"[" * 100_000]), "score": ("float", [0.5])},
+     "record 0 has a picpac/meta that is not valid JSON (nested too deeply)"),
+    ({"picpac/group": ("int64", [-(2**63)])}, "record 0 has group -9223372036854775808, not an int64 above"),
+])
+def test_damaged_features_name_the_record(tmp_path, features, message):
+    path = write_examples(tmp_path / "x.tfrecord", {"image": ("bytes", [b"abc"]), **features},
+                          {"image": ("bytes", [b"def"])})
+    with stores.open_reader(path, "tfrecord") as r:
+        assert bytes(r[1]["image"]) == b"def"
+        with pytest.raises(CorruptError, match=re.escape(f"{path}: {message}")):
+            r[0]
+    with pytest.raises(CorruptError, match=re.escape(f"{path}: {message}")):
+        stores.import_store(path, tmp_path / "db", "tfrecord")

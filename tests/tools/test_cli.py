@@ -109,3 +109,12 @@ def test_unreadable_files_exit_2_with_one_error_line(tmp_path, command, kind, me
     assert result.stdout == "" and "Traceback" not in result.stderr
     (line,) = result.stderr.splitlines()
     assert line.startswith(f"picpac: error: {path}: {message}")
+
+
+def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path):
+    source = tmp_path / "list\nfile.txt"
+    source.write_bytes(b"a.jpg\t1\n\0\n")
+    result = run_cli("import", str(source), str(tmp_path / "db"))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [f"picpac: error: {tmp_path}/list\\nfile.txt:2: holds a NUL byte; list files "
+                                          "are text without NUL bytes (is it a binary file?)"]
