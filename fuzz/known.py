@@ -7,22 +7,6 @@ from __future__ import annotations
 
 from .common import Known
 
-_TFRECORD = (
-    Known("tfrecord-metadata-type", "AttributeError", "stores.base.fields"),
-    Known("tfrecord-metadata-type", "AttributeError", "stores.base.classes"),
-    Known("tfrecord-metadata-type", "TypeError", "stores.base.fields"),
-    Known("tfrecord-metadata-type", "TypeError", "stores.base.classes"),
-    Known("tfrecord-metadata-type", "RecursionError", "stores.tfrecord._open"),
-    Known("tfrecord-label-bytes", "error", "stores.tfrecord._from_features"),
-    Known("tfrecord-dataset-kind", "TypeError", "stores.tfrecord._open"),
-    Known("tfrecord-dataset-kind", "OverflowError", "stores.tfrecord._open"),
-    Known("tfrecord-dataset-kind", "MemoryError", "stores.tfrecord._open"),
-    Known("tfrecord-meta-json", "JSONDecodeError", "stores.tfrecord._from_features"),
-    Known("tfrecord-meta-json", "RecursionError", "stores.tfrecord._from_features"),
-    Known("tfrecord-meta-json", "UnicodeDecodeError", "stores.tfrecord._from_features"),
-)
-"""TFRecord's bugs: found past the checksums (crafted) and with check=False (plain)."""
-
 KNOWN: dict[str, tuple[Known, ...]] = {
     "annotation": (
         Known("annotation-json-nesting", "RecursionError", "image.shapes.from_json"),
@@ -45,32 +29,7 @@ KNOWN: dict[str, tuple[Known, ...]] = {
         Known("config-array-value", "ValueError", "stream.config.check"),
         Known("config-array-value", "ValueError", "stream.config._path_or_none"),
     ),
-    "store-tfrecord-crafted": _TFRECORD,
-    "store-tfrecord": _TFRECORD,
-    "store-sqlite": (
-        Known("sqlite-text-values", "UnicodeDecodeError", "stores.sqlite._open"),
-        Known("sqlite-text-values", "TypeError", "stores.sqlite._read"),
-        Known("sqlite-text-values", "TypeError", "stores.sqlite.<dictcomp>"),
-    ),
-    "store-npz": (
-        Known("npz-headers", "ValueError", "stores.npz._array"),
-        Known("npz-headers", "TokenError", "stores.npz._array"),
-        Known("npz-headers", "SyntaxError", "stores.npz._array"),
-        Known("npz-headers", "NotImplementedError", ""),
-        Known("npz-headers", "OSError", "stores.npz._array"),
-        Known("npz-headers", "BadZipFile", "stores.npz._array"),
-        Known("npz-headers", "UnicodeDecodeError", "stores.npz._open"),
-        Known("npz-dtypes", "ValueError", "stores.npz._read"),
-        Known("npz-dtypes", "TypeError", "stores.npz._read"),
-        Known("npz-dtypes", "IndexError", "stores.npz._read"),
-    ),
     "store-hdf5": (
-        Known("hdf5-open-errors", "KeyError", "stores.hdf5._open"),
-        Known("hdf5-open-errors", "RuntimeError", "stores.hdf5._open"),
-        Known("hdf5-open-errors", "RuntimeError", "stores.hdf5.<genexpr>"),
-        Known("hdf5-open-errors", "TypeError", "stores.hdf5._open"),
-        Known("hdf5-open-errors", "TypeError", "stores.hdf5.<genexpr>"),
-        Known("hdf5-open-errors", "TypeError", "stores.hdf5.<dictcomp>"),
         # a dataset declaring 2**56 elements is read whole at open (labels, groups, presence flags)
         Known("hdf5-huge-datasets", "MemoryError", "stores.hdf5._open"),
         Known("hdf5-huge-datasets", "MemoryError", "stores.hdf5.<dictcomp>"),
@@ -80,10 +39,6 @@ KNOWN: dict[str, tuple[Known, ...]] = {
         Known("hdf5-crash", "SIGABRT", "crash"),
     ),
     "store-lmdb": (
-        Known("lmdb-errors", "CorruptedError", "stores.lmdb._open"),
-        Known("lmdb-errors", "PageNotFoundError", "stores.lmdb._open"),
-        Known("lmdb-errors", "CorruptedError", "stores.lmdb._read"),
-        Known("lmdb-errors", "PageNotFoundError", "stores.lmdb._read"),
         # a damaged data.mdb is mapped, and a read through a bad page pointer dies of SIGBUS (or SIGSEGV)
         Known("lmdb-crash", "SIGBUS", "crash"),
         Known("lmdb-crash", "SIGSEGV", "crash"),

@@ -385,7 +385,10 @@ class Writer:
             if self._created == self._commit:  # the empty database an append made: nothing was added
                 os.unlink(self._target)
         finally:
-            self._file.close()
+            try:
+                self._file.close()
+            except OSError:  # close retries the buffered write that failed (a full disk): drop it
+                pass
             self._file = None
             if self._temp_path is not None:
                 os.unlink(self._temp_path)
