@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import SourceError
+from ..file.kinds import file_kind
 
 FORMATS = ("auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
            "coco", "yolo", "yolo-seg", "maskdir")
@@ -85,17 +86,9 @@ def source_error(path: str, reason: str) -> SourceError:
     return error
 
 
-def _file_kind(mode: int) -> str:
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
-
-
 def _regular(path: str, info: os.stat_result, limit: int) -> None:
     if not stat.S_ISREG(info.st_mode):
-        raise source_error(path, f"{_file_kind(info.st_mode)}, not a regular file")
+        raise source_error(path, f"{file_kind(info.st_mode)}, not a regular file")
     if info.st_size > limit:
         raise source_error(path, f"{info.st_size:,} bytes, over the {limit:,}-byte limit of a file an import reads")
 

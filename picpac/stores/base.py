@@ -15,6 +15,7 @@ from typing import Any
 
 from ..errors import CorruptError, FormatError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from ..file import durable
+from ..file.kinds import file_kind
 from ..file.layout import NO_GROUP
 from ..file.reader import Record
 from ..file.writer import Writer, _as_bytes
@@ -89,15 +90,6 @@ def free_space(path: str) -> str:
     except OSError:
         return ""
     return f"; {info.f_bavail * info.f_frsize:,} bytes are free on its file system"
-
-
-def file_kind(mode: int) -> str:
-    """What a file of this ``st_mode`` is, for messages: 'a directory', 'a FIFO', 'a socket', ..."""
-    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"),
-                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")):
-        if test(mode):
-            return name
-    return "not a regular file"
 
 
 def check_regular(path: str, kind: str, mode: int | None = None) -> None:
