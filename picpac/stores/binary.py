@@ -10,6 +10,7 @@ import array
 import io
 import json
 import os
+import stat
 import zlib
 from collections.abc import Callable
 
@@ -18,6 +19,7 @@ from numpy.lib import format as npy
 
 from ..errors import CorruptError, FormatError, MissingPathError, PicPacValueError
 from ..file import durable
+from ..file.kinds import file_kind
 from ..file.layout import load_json
 from ..file.reader import Record
 from .base import MappedReader, StoreWriter
@@ -148,11 +150,13 @@ def find_index(path: str) -> str:
 def _read_index(idx: str, data_size: int) -> bytes:
     """The index file's bytes, refused unread when it is larger than any index of ``data_size`` bytes."""
     limit = _MAX_NPY_HEADER + 8 * (data_size // _MIN_RECORD + 1)
-    try:
-        with open(idx, "rb") as f:
-            raw = f.read(limit + 1)
-    except IsADirectoryError:
-        raise FormatError(f"{idx}: is a directory, not the index of a binary store") from None
+    fd = os.open(idx, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO must not block the open
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise FormatError(f"{idx}: is {file_kind(mode)}, not the index of a binary store")
+    with open(fd, "rb") as f:
+        raw = f.read(limit + 1)
     if len(raw) > limit:
         raise CorruptError(f"{idx}: over {limit} bytes, more offsets than its data file of {data_size} bytes "
                            "can hold: not its index")

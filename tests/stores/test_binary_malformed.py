@@ -198,3 +198,13 @@ def test_the_recorded_crc_guards_the_index(store):
     craft(path, json.dumps(head).encode())
     with pytest.raises(CorruptError, match="belongs to another store"):
         BinaryReader(path)
+
+
+def test_an_index_that_is_a_fifo_is_refused_without_blocking(tmp_path):
+    path = tmp_path / "s.bin"
+    with BinaryWriter(path) as w:
+        w.append(image=b"abc")
+    os.unlink(index_path(str(path)))
+    os.mkfifo(index_path(str(path)))
+    with pytest.raises(FormatError, match=r"s.bin.idx: is a FIFO"):
+        BinaryReader(path)
