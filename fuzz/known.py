@@ -8,13 +8,6 @@ from __future__ import annotations
 from .common import Known
 
 KNOWN: dict[str, tuple[Known, ...]] = {
-    "annotation": (
-        Known("annotation-json-nesting", "RecursionError", "image.shapes.from_json"),
-        Known("annotation-label-type", "TypeError", "image.shapes._color"),
-        Known("annotation-tag-type", "TypeError", "image.shapes.from_json"),
-        Known("annotation-nonfinite", "Violation[target-nonfinite]", ""),
-        Known("annotation-nonfinite", "Violation[dense-nonfinite]", ""),
-    ),
     "config": (
         # config values that pass parse() but are unbounded or inconsistent reach OpenCV and NumPy raw
         Known("config-unbounded", "error", ""),

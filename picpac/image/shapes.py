@@ -18,6 +18,8 @@ import numpy as np
 
 from ..errors import PicPacValueError
 
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
 KINDS = ("rect", "ellipse", "polygon", "polygons", "point")
 _SHIFT = 4  # fixed-point bits for OpenCV drawing: 1/16 px precision
 _NUDGE = 1 / (1 << _SHIFT)
@@ -49,7 +51,10 @@ class Shapes:
     @classmethod
     def from_json(cls, data: Any, width: int, height: int) -> Shapes:
         """Parse PicPac JSON (bytes, str or dict) with coordinates normalised to [0, 1]."""
-        doc = json.loads(bytes(data) if isinstance(data, memoryview) else data) if not isinstance(data, dict) else data
+        try:
+            doc = json.loads(bytes(data) if isinstance(data, memoryview) else data) if not isinstance(data, dict) else data
+        except RecursionError:
+            raise PicPacValueError("annotation JSON is nested too deeply") from None
         specs = doc.get("shapes") if isinstance(doc, dict) else None
         if not isinstance(specs, list):
             raise PicPacValueError('annotation JSON must be an object with a "shapes" list')
@@ -66,10 +71,18 @@ class Shapes:
             parts += shape_parts
             owner += [s] * len(shape_parts)
             kinds.append(kind)
-            color = _color(spec.get("label", 1))
+            try:
+                color = _color(spec.get("label", 1))
+                tag = float(spec["tag"]) if spec.get("tag") is not None else np.nan
+            except (TypeError, ValueError) as exc:
+                raise PicPacValueError(f"annotation shape {s} has a bad label or tag ({exc}); labels are numbers or "
+                                       "lists of numbers, tags numbers") from None
+            if not (np.abs(color) <= _FLOAT32_MAX).all() or abs(tag) > _FLOAT32_MAX:  # NaN tag: none
+                raise PicPacValueError(f"annotation shape {s} has a label or tag that is not a finite number "
+                                       "within float32's range (targets are float32)")
             colors.append(color)
             labels.append(color[0])
-            tags.append(float(spec["tag"]) if spec.get("tag") is not None else np.nan)
+            tags.append(tag)
         starts = np.zeros(len(parts) + 1, np.int64)
         np.cumsum([len(p) for p in parts], out=starts[1:])
         points = np.array([xy for p in parts for xy in p], np.float64).reshape(-1, 2)
