@@ -8,7 +8,7 @@ import sys
 
 from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
 from .engine import work_pool
-from .errors import (CorruptError, CorruptRecordError, FormatError, ImageTooLargeError, ImportFailedError,
+from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,
                      MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError,
                      VersionError, WorkerError, WriterBusyError)
 from .file.layout import NO_GROUP
@@ -31,7 +31,7 @@ del _name, _module
 
 __all__ = [
     "dataflow", "image", "sampling", "stores", *PUBLIC_MODULES,
-    "CorruptError", "CorruptRecordError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
+    "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",
 ]

@@ -74,6 +74,11 @@ class WorkerError(PicPacError):
     """A worker process died, could not start, or raised an exception that cannot be sent back."""
 
 
+class FileIOError(PicPacError, OSError):
+    """The operating system failed a read or a write: no space left on device, a disk quota or file size
+    limit, an I/O error, no permission. ``errno`` is the system's error number."""
+
+
 class WriterBusyError(PicPacError):
     """Another Writer holds the database open for appending."""
 

@@ -16,7 +16,7 @@ PUBLIC = {
         "ImageStream", "ImageLoader", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
-        "WriterBusyError", "ImageTooLargeError",
+        "WriterBusyError", "ImageTooLargeError", "FileIOError",
         "dataflow", "image", "sampling", "stores", "transforms", "color", "dense", "batched", "data_source",
         "work_pool", "ingest",
     ],

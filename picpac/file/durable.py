@@ -132,6 +132,23 @@ def _locked(path: str, mode: int) -> bool:
     return False
 
 
+def _temps(path: str) -> list[tuple[os.DirEntry, int]]:
+    """The entries beside ``path`` named exactly as its temporaries, with the pid each name holds."""
+    pattern = _temp_name(path)
+    try:
+        entries = list(os.scandir(os.path.dirname(os.path.abspath(path))))
+    except OSError:
+        return []
+    return [(entry, int(match.group(1))) for entry in entries if (match := pattern.fullmatch(entry.name))]
+
+
+def _remove(path: str, mode: int) -> None:
+    if stat.S_ISDIR(mode):
+        shutil.rmtree(path)
+    else:
+        os.unlink(path)
+
+
 def remove_stale_temps(path: str, *, grace: float = STALE_GRACE) -> list[str]:
     """Remove the temporary files and directories of ``path`` that dead writers left, and return them.
 
@@ -141,17 +158,10 @@ def remove_stale_temps(path: str, *, grace: float = STALE_GRACE) -> list[str]:
     ``grace`` seconds; and no process holds a lock on it. The last two keep the temporary of a
     writer on another host of a shared file system, whose pid means nothing here. A candidate that
     cannot be examined or removed (permissions, a race with another cleaner) is left alone."""
-    directory = os.path.dirname(os.path.abspath(path))
-    pattern = _temp_name(path)
     removed = []
-    try:
-        entries = list(os.scandir(directory))
-    except OSError:
-        return removed
     now = time.time()
-    for entry in entries:
-        match = pattern.fullmatch(entry.name)
-        if match is None or _process_exists(int(match.group(1))):
+    for entry, pid in _temps(path):
+        if _process_exists(pid):
             continue
         try:
             mode = entry.stat(follow_symlinks=False).st_mode
@@ -159,11 +169,20 @@ def remove_stale_temps(path: str, *, grace: float = STALE_GRACE) -> list[str]:
                 continue
             if now - _newest_change(entry.path, mode) < grace or _locked(entry.path, mode):
                 continue
-            if stat.S_ISDIR(mode):
-                shutil.rmtree(entry.path)
-            else:
-                os.unlink(entry.path)
+            _remove(entry.path, mode)
         except OSError:
             continue
         removed.append(entry.path)
     return removed
+
+
+def remove_temps_of(path: str, pid: int) -> None:
+    """Remove every temporary of ``path`` that process ``pid`` made: one this process knows is dead (a
+    child it stopped), so neither the grace period nor the lock applies. Links are left alone."""
+    for entry, owner in _temps(path):
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if owner == pid and (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+                _remove(entry.path, mode)
+        except OSError:
+            continue  # (called while an error is raised: this must not replace it)

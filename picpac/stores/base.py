@@ -13,7 +13,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
-from ..errors import CorruptError, FormatError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
+from ..errors import (CorruptError, FileIOError, FormatError, MissingPathError, PicPacError, PicPacTypeError,
+                      PicPacValueError)
 from ..file import durable
 from ..file.kinds import file_kind
 from ..file.layout import NO_GROUP
@@ -41,11 +42,6 @@ def corrupt_error(path: str, index: int, reason: str) -> CorruptError:
     error = CorruptError(f"{path}: record {index} {reason}")
     error.path, error.index, error.reason = path, index, reason
     return error
-
-
-class FileIOError(PicPacError, OSError):
-    """The operating system failed a read or a write: no space left on device, a disk quota or file size
-    limit, an I/O error, no permission. ``errno`` is the system's error number."""
 
 
 _IO_ADVICE = {

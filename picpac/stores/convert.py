@@ -11,7 +11,6 @@ import fcntl
 import json
 import os
 import select
-import shutil
 import signal
 import struct
 import sys
@@ -24,11 +23,11 @@ from functools import partial
 from typing import Any, NoReturn
 
 from .. import errors
-from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError, WorkerError
+from ..errors import CorruptError, FileIOError, FormatError, PicPacError, PicPacValueError, WorkerError
 from ..file import durable
 from ..file.reader import Reader, Record
 from ..file.writer import Writer
-from .base import (KINDS, FileIOError, MissingPackageError, StoreReader, StoreWriter, corrupt_error, free_space,
+from .base import (KINDS, MissingPackageError, StoreReader, StoreWriter, corrupt_error, free_space,
                    output_errors, require_package)
 from .binary import BinaryReader, BinaryWriter, index_path
 from .hdf5 import HDF5Reader, HDF5Writer
@@ -97,7 +96,7 @@ _BATCH_BYTES = 8 << 20
 _BATCH_RECORDS = 256
 _ERRORS: dict[str, type[PicPacError]] = {
     **{name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, PicPacError)},
-    "MissingPackageError": MissingPackageError, "FileIOError": FileIOError}
+    "MissingPackageError": MissingPackageError}
 
 
 class _Child:
@@ -390,27 +389,13 @@ def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any
                 bar.update(message["done"])
     except BaseException:
         child.close()  # first: a child still running could make a temporary file after the removal
-        _remove_temps(dst, child.pid)
+        durable.remove_temps_of(durable.target(dst), child.pid)
         raise
     finally:
         child.close()
         if bar is not None and hasattr(bar, "close"):
             bar.close()
     return count
-
-
-def _remove_temps(dst: str, pid: int | None) -> None:
-    """Remove the temporary files that process ``pid`` (a dead child) left for ``dst``: they are named
-    ``.{name}.{pid}-{hex8}.picpac-tmp`` beside it (:mod:`picpac.file.durable`)."""
-    target = durable.target(dst)
-    directory, prefix = os.path.dirname(target), f".{os.path.basename(target)}.{pid}-"
-    for name in os.listdir(directory) if pid is not None else ():
-        if name.startswith(prefix) and name.endswith(durable.TEMP_SUFFIX):
-            path = os.path.join(directory, name)
-            if os.path.isdir(path) and not os.path.islink(path):
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                os.unlink(path)
 
 
 # -- converting -------------------------------------------------------------------------------------
