@@ -30,8 +30,9 @@ class LmdbWriter(StoreWriter):
         lmdb = require_package("lmdb", "lmdb")
         self._lmdb = lmdb
         self._map_size = self._MAP_SIZE
+        # meminit stays on: without it the unused ends of pages carry whatever this process's heap held
         self._env = lmdb.open(self._temp, map_size=self._map_size, subdir=True, lock=False, sync=False,
-                              metasync=False, meminit=False)
+                              metasync=False)
         self._batch: list[tuple[bytes, bytes]] = []
         self._batch_bytes = 0
 

@@ -1,6 +1,8 @@
-"""The LMDB store (picpac/stores/lmdb.py) grows its map as needed; damage liblmdb finds is a CorruptError."""
+"""The LMDB store (picpac/stores/lmdb.py) grows its map as needed, writes nothing but its records; damage
+liblmdb finds is a CorruptError."""
 from __future__ import annotations
 
+import hashlib
 import re
 import struct
 
@@ -22,6 +24,20 @@ def test_lmdb_map_grows_as_needed(tmp_path, monkeypatch):
             w.append(image=image)
     with stores.open_reader(tmp_path / "grow.lmdb", "lmdb") as r:
         assert [bytes(rec["image"]) for rec in r] == images
+
+
+def test_the_store_holds_no_leftovers_of_the_writers_memory(tmp_path):
+    """Each record's bytes are in data.mdb once: the unused ends of pages are zeros, not copies of whatever
+    the writing process's heap held (other records, or anything else it had in memory)."""
+    pytest.importorskip("lmdb")
+    for trial in range(5):
+        path = tmp_path / f"{trial}.lmdb"
+        with stores.open_writer(path, "lmdb") as w:
+            for i in range(8):
+                w.append(image=payload(i, 3000), label=i)
+        data = (path / "data.mdb").read_bytes()
+        # payload(i) repeats one 32-byte digest: 93 whole copies of it in each record
+        assert [data.count(hashlib.sha256(str(i).encode()).digest()) for i in range(8)] == [3000 // 32] * 8
 
 
 def test_damage_liblmdb_reports_is_a_corrupt_error(tmp_path):
