@@ -39,6 +39,10 @@ MAX_PIXELS = 2**28
 """The default limit on an image's width x height (268 million pixels, as Pillow's MAX_IMAGE_PIXELS):
 800 MB decoded as 8-bit colour."""
 
+MAX_SIDE = 32766
+"""The longest side an output image (a resize, crop, pad or warp target) may have: OpenCV's remap and
+warpAffine need sides below 32767 (SHRT_MAX)."""
+
 
 def check_pixels(width: int, height: int, max_pixels: int | None = MAX_PIXELS) -> None:
     """Raise ImageTooLargeError when ``width * height`` exceeds ``max_pixels`` (None or 0: no limit)."""

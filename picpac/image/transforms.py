@@ -646,6 +646,9 @@ def convert(image: np.ndarray, channel_first: bool, dtype: np.dtype, mean: np.nd
     if image.ndim == 2:
         image = image[:, :, None]
     if mean is not None or std is not None:
+        for name, values in (("mean", mean), ("std", std)):
+            if values is not None and values.size not in (1, image.shape[2]):
+                raise PicPacValueError(f"{name} has {values.size} values for an image of {image.shape[2]} channels")
         image = image.astype(np.float32)
         if mean is not None:
             image -= mean

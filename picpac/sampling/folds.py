@@ -66,7 +66,8 @@ def assign_folds(labels: np.ndarray, groups: np.ndarray, k: int, seed: int, *,
     elif (sizes == 1).all():
         unit_fold[order] = np.arange(n_units) % k
     else:
-        heap = [(0, f) for f in range(k)]           # (records so far, fold id)
+        # (records so far, fold id); folds past the n_units-th would stay empty
+        heap = [(0, f) for f in range(min(k, n_units))]
         for u, size in zip(order.tolist(), sizes[order].tolist()):
             total, f = heap[0]
             unit_fold[u] = f

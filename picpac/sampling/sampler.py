@@ -41,6 +41,15 @@ class Sampler:
         """Number of classes in the oversampling rotation (1 when not oversampling)."""
         return len(self._members) if self._oversample else 1
 
+    @property
+    def cover(self) -> int:
+        """A run length of the endless stream that holds every sample: any ``cover`` consecutive stream
+        positions read each of the ``n`` samples at least once (they hold a whole pass, or a whole cycle
+        of every class)."""
+        if self._oversample:
+            return 2 * len(self._members) * max(len(m) for m in self._members) - 1
+        return 2 * self._n - 1
+
     def _key(self, epoch: int) -> int:
         return epoch if self._reshuffle else 0
 

@@ -58,8 +58,8 @@ class BatchLoader:
         return out.shape[1:], out.dtype
 
     def __call__(self, job: tuple[int, np.ndarray, np.ndarray]) -> tuple:
-        """``errors`` are the samples that failed, in key order (skip_errors=True); without skip_errors the
-        first failure is raised instead."""
+        """``errors`` are the samples that failed as (key index, error) pairs, in key order (skip_errors=True);
+        without skip_errors the first failure is raised instead."""
         first, positions, epochs = job
         c, spec = self.config, self.spec
         sources, records = self.sources[positions], self.records[positions]
@@ -85,7 +85,7 @@ class BatchLoader:
         images = self.plan(images, batched.draws(c["seed"], epochs, sources, records, self.plan.draws))
         p = self.processor
         images = batched.convert(images, p.channel_first, p.dtype, p.mean, p.std)
-        return images, positions, first + good, [errors[i] for i in sorted(errors)]
+        return images, positions, first + good, [(first + i, errors[i]) for i in sorted(errors)]
 
 
 def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.ndarray, dict[int, PicPacError]]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import difflib
+import math
 import numbers
 import os
 from collections.abc import Callable, Mapping
@@ -9,7 +10,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
-from ..image.decoding import MAX_PIXELS
+from ..image.decoding import MAX_PIXELS, MAX_SIDE
+
+MAX_BATCH = 2**16
+"""The largest ``batch`` and ``preload`` (samples made ahead)."""
+MAX_WORKERS = 1024
+MAX_SCALE = 16.0
+"""The largest ``pert_min_scale`` / ``pert_max_scale``."""
+MAX_CLASSES = 2**16
+"""The largest ``onehot`` (classes) and ``max_boxes``."""
+MAX_BATCH_BYTES = 2**34
+"""The most one batch's arrays may take when the config fixes their shapes (16 GiB)."""
 
 
 @dataclass(frozen=True)
@@ -40,11 +51,25 @@ def _int(low: int | None = None, high: int | None = None) -> Callable[[str, Any]
 def _float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise PicPacTypeError(f"config key {name!r} must be a number, got {value!r}")
+    if not math.isfinite(value):
+        raise PicPacValueError(f"config key {name!r} must be a finite number, got {value!r}")
     return float(value)
+
+
+def _bounded(low: float, high: float) -> Callable[[str, Any], float]:
+    def check(name: str, value: Any) -> float:
+        value = _float(name, value)
+        if not low <= value <= high:
+            raise PicPacValueError(f"config key {name!r} must be in [{low:g}, {high:g}], got {value:g}")
+        return value
+    return check
 
 
 def _choice(*options: Any) -> Callable[[str, Any], Any]:
     def check(name: str, value: Any) -> Any:
+        if not (value is None or isinstance(value, (str, numbers.Number))):  # (an array's == is an array)
+            raise PicPacTypeError(f"config key {name!r} must be one of {', '.join(map(repr, options))}, "
+                                  f"got {type(value).__name__} {value!r}")
         for option in options:
             if value == option or (isinstance(value, str) and isinstance(option, str)
                                    and value.upper() == option.upper()):
@@ -55,11 +80,11 @@ def _choice(*options: Any) -> Callable[[str, Any], Any]:
 
 
 def _path_or_none(name: str, value: Any) -> str | None:
-    if value is None or value == "":
+    if value is None:
         return None
     if not isinstance(value, (str, os.PathLike)):
         raise PicPacTypeError(f"config key {name!r} must be a path, got {value!r}")
-    return os.fspath(value)
+    return os.fspath(value) or None
 
 
 def _channel_values(name: str, value: Any) -> tuple[float, ...] | None:
@@ -109,11 +134,11 @@ KEYS: dict[str, Key] = {
     "loop": Key(True, _bool),
     "shuffle": Key(True, _bool),
     "reshuffle": Key(True, _bool),
-    "batch": Key(1, _int(1)),
+    "batch": Key(1, _int(1, MAX_BATCH)),
     "pad": Key(False, _bool),
-    "preload": Key(None, _int(1)),
-    "threads": Key(None, _int(1)),
-    "workers": Key(None, _int(1)),
+    "preload": Key(None, _int(1, MAX_BATCH)),
+    "threads": Key(None, _int(1, MAX_WORKERS)),
+    "workers": Key(None, _int(1, MAX_WORKERS)),
     "backend": Key("thread", _choice("thread", "process")),
     "start_method": Key("spawn", _choice("spawn", "fork")),
     "copy": Key(False, _bool),
@@ -122,8 +147,8 @@ KEYS: dict[str, Key] = {
     "cache": Key(False, _bool),
     "skip_errors": Key(False, _bool),
     # splits and mixing
-    "split": Key(1, _int(1)),
-    "split_fold": Key(0, _int(0)),
+    "split": Key(1, _int(1, 2**31 - 1)),
+    "split_fold": Key(0, _int(0, 2**31 - 2)),
     "split_negate": Key(False, _bool),
     "stratify": Key(False, _bool),
     "oversample": Key(False, _bool),
@@ -136,22 +161,22 @@ KEYS: dict[str, Key] = {
     "reduced_decode": Key(True, _bool),
     "region_decode": Key(True, _bool),
     "max_pixels": Key(MAX_PIXELS, _int(0)),
-    "resize_width": Key(0, _int(0)),
-    "resize_height": Key(0, _int(0)),
-    "min_size": Key(0, _int(0)),
-    "max_size": Key(0, _int(0)),
-    "crop_width": Key(0, _int(0)),
-    "crop_height": Key(0, _int(0)),
-    "round_div": Key(0, _int(0)),
-    "round_mod": Key(0, _int(0)),
+    "resize_width": Key(0, _int(0, MAX_SIDE)),
+    "resize_height": Key(0, _int(0, MAX_SIDE)),
+    "min_size": Key(0, _int(0, MAX_SIDE)),
+    "max_size": Key(0, _int(0, MAX_SIDE)),
+    "crop_width": Key(0, _int(0, MAX_SIDE)),
+    "crop_height": Key(0, _int(0, MAX_SIDE)),
+    "round_div": Key(0, _int(0, MAX_SIDE)),
+    "round_mod": Key(0, _int(0, MAX_SIDE)),
     "perturb": Key(None, _optional_bool),
-    "pert_color1": Key(0.0, _float),
-    "pert_color2": Key(0.0, _float),
-    "pert_color3": Key(0.0, _float),
+    "pert_color1": Key(0.0, _bounded(-255, 255)),
+    "pert_color2": Key(0.0, _bounded(-255, 255)),
+    "pert_color3": Key(0.0, _bounded(-255, 255)),
     "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab")),
-    "pert_angle": Key(0.0, _float),
-    "pert_min_scale": Key(1.0, _float),
-    "pert_max_scale": Key(1.0, _float),
+    "pert_angle": Key(0.0, _bounded(-360, 360)),
+    "pert_min_scale": Key(1.0, _bounded(0, MAX_SCALE)),
+    "pert_max_scale": Key(1.0, _bounded(0, MAX_SCALE)),
     "pert_hflip": Key(False, _bool),
     "pert_vflip": Key(False, _bool),
     "transforms": Key((), _transforms),
@@ -160,18 +185,18 @@ KEYS: dict[str, Key] = {
     "anno_color1": Key(None, _optional_float),
     "anno_color2": Key(None, _optional_float),
     "anno_color3": Key(None, _optional_float),
-    "anno_thickness": Key(-1, _int(-1)),
+    "anno_thickness": Key(-1, _int(-1, MAX_SIDE)),
     "anno_copy": Key(False, _bool),
     "task": Key(None, _choice(None, "classify", "segment", "detect", "keypoints")),
     "min_box_area": Key(1.0, _float),
-    "max_boxes": Key(0, _int(0)),
+    "max_boxes": Key(0, _int(0, MAX_CLASSES)),
     # output
     "order": Key("NCHW", _choice("NCHW", "NHWC")),
     "dtype": Key("float32", _choice("float32", "uint8")),
     "colorspace": Key("RGB", _choice("RGB", "BGR")),
     "mean": Key(None, _channel_values),
     "std": Key(None, _channel_values),
-    "onehot": Key(0, _int(0)),
+    "onehot": Key(0, _int(0, MAX_CLASSES)),
 }
 
 LEGACY = {
@@ -229,3 +254,31 @@ def _check_together(c: dict[str, Any]) -> None:
                                f"({c['pert_max_scale']}) must satisfy 0 < min <= max")
     if c["max_size"] and c["min_size"] > c["max_size"]:
         raise PicPacValueError(f"config key 'min_size' ({c['min_size']}) exceeds 'max_size' ({c['max_size']})")
+    for name in ("mean", "std"):
+        if c[name] is not None and c["channels"] != -1 and len(c[name]) not in (1, c["channels"]):
+            raise PicPacValueError(f"config key {name!r} has {len(c[name])} values for channels={c['channels']}: "
+                                   f"give 1 or {c['channels']}")
+    _check_output_size(c)
+
+
+def _check_output_size(c: dict[str, Any]) -> None:
+    """Outputs of a size the config fixes stay within max_pixels per image and MAX_BATCH_BYTES per batch."""
+    shape = None
+    for kind in ("crop", "resize"):
+        width, height = c[f"{kind}_width"], c[f"{kind}_height"]
+        if c["max_pixels"] and width * height > c["max_pixels"]:
+            raise PicPacValueError(f"config keys '{kind}_width' x '{kind}_height' ({width} x {height}) exceed "
+                                   f"max_pixels={c['max_pixels']:,}")
+        if shape is None and width and height:
+            shape = height, width
+    itemsize = 1 if c["dtype"] == "uint8" else 4
+    per_sample = 4 * (c["onehot"] + 5 * c["max_boxes"])
+    if shape is not None:
+        pixels = shape[0] * shape[1]
+        per_sample += pixels * (4 if c["channels"] == -1 else c["channels"]) * itemsize
+        if c["task"] == "segment":
+            per_sample += pixels * max(c["onehot"], 1) * 4
+    if c["batch"] * per_sample > MAX_BATCH_BYTES:
+        raise PicPacValueError(f"config key 'batch' ({c['batch']}) with this output size makes batches of "
+                               f"{c['batch'] * per_sample / 2**30:,.1f} GiB (more than {MAX_BATCH_BYTES >> 30} GiB): "
+                               "lower 'batch' or the output size")

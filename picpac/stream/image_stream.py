@@ -41,6 +41,11 @@ class _Keys:
             return self.sampler.at(self.start)
         return ((p, self.epoch) for p in self.order.tolist())
 
+    @property
+    def cover(self) -> int:
+        """Any this many consecutive keys read every sample of the pool (a finite pass: all its keys)."""
+        return self.sampler.cover if self.order is None else len(self.order)
+
     def chunks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         """(positions, epochs) arrays of ``size`` keys at a time (the last chunk of a pass may be shorter)."""
         if self.order is None:
@@ -89,6 +94,7 @@ class _Pipeline:
             raise
         self.position = 0  # samples of the endless stream consumed so far (loop=True)
         self.passes = 0  # passes started (loop=False)
+        self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
                       "path": "sample" if self.plan is None else "batch", "path_reason": self.path_reason}
 
@@ -125,6 +131,7 @@ class _Pipeline:
     # -- batches ---------------------------------------------------------------------------------
     def batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
+        self._failed = (keys.cover, -2, 0)
         if self.plan is not None:
             return self._vector_batches(keys, real)
         if self.config["backend"] == "process":
@@ -146,8 +153,8 @@ class _Pipeline:
         views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # process: the last batches' images, if shared
         try:
             for images, positions, index, errors, shared in parts:
-                for exc in errors:
-                    self._skip(exc)
+                for at, exc in errors:
+                    self._skip(exc, at)
                 if not held and len(positions) == batch:  # the usual case: a job's batch as it came
                     if shared and self.config["copy"]:
                         images, shared = images.copy(), False
@@ -250,7 +257,7 @@ class _Pipeline:
                 except PicPacError as exc:
                     if not self.config["skip_errors"]:
                         raise
-                    self._skip(exc)
+                    self._skip(exc, index)
                     continue
                 positions.append(position)
                 padding += real is not None and index >= real
@@ -308,17 +315,25 @@ class _Pipeline:
     def _on_error(self, task: tuple, exc: BaseException) -> None:
         if not (self.config["skip_errors"] and isinstance(exc, PicPacError)):
             raise exc
-        self._skip(exc)
+        self._skip(exc, task[0])
 
     def stop_workers(self) -> None:
         if self._workers is not None:
             self._workers.close()
             self._workers = self._batcher = None
 
-    def _skip(self, exc: PicPacError) -> None:
+    def _skip(self, exc: PicPacError, index: int) -> None:
+        """Count the sample at key ``index`` as skipped; once as many keys in a row as cover the pool
+        failed, every sample did, and the stream would never make a batch: raise."""
         self.stats["skipped"] += 1
         if len(self.stats["skipped_records"]) < 100:
             self.stats["skipped_records"].append(str(exc))
+        cover, last, run = self._failed
+        run = run + 1 if index == last + 1 else 1
+        self._failed = cover, index, run
+        if run >= cover:
+            raise PicPacError(f"{self.path}: skip_errors=True, but every one of the stream's {self.size()} "
+                              f"samples failed, so it cannot make a batch; the last: {exc}") from exc
 
     def _advance(self, taken: int) -> None:
         if self.config["loop"]:

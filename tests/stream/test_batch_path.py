@@ -289,6 +289,22 @@ def test_a_record_of_the_wrong_size_is_named_or_skipped(tmp_path):
             assert s.stats()["skipped"] == 1 and "record 13" in s.stats()["skipped_records"][0]
 
 
+@pytest.mark.parametrize("backend", ["thread", "process"])
+@pytest.mark.parametrize("loop", [True, False])
+def test_skip_errors_on_the_batch_path_raises_once_every_record_failed(tmp_path, backend, loop):
+    path = tmp_path / "bad.picpac"
+    with picpac.Writer(path) as w:
+        for i, a in enumerate(arrays(7, (4, 4, 3))):
+            w.append(image=a.tobytes()[:-1], label=i)  # every record one byte short of its declared array
+    with picpac.Writer(path, append=True, metadata={"arrays": {"image": {"shape": [4, 4, 3], "dtype": "uint8"}}}):
+        pass
+    with stream(path, loop=loop, batch=3, vectorize=True, skip_errors=True, backend=backend, workers=2) as s:
+        with pytest.raises(picpac.PicPacError, match=r"bad.picpac: skip_errors=True, but every one of the stream's "
+                                                     r"7 samples failed.*has 47 bytes in its 'image' field"):
+            next(s)
+        assert s.stats()["path"] == "batch" and 7 <= s.stats()["skipped"] <= (13 + 3 if loop else 7)
+
+
 def test_a_damaged_record_fails_its_checksum_on_the_batch_path(cifar, tmp_path):
     path, _ = cifar
     with picpac.Reader(path) as r:

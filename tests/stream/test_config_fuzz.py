@@ -42,7 +42,8 @@ def test_parse_accepts_or_names_the_key(config):
     for name in ("batch", "split", "max_pixels", "onehot", "max_boxes"):
         assert isinstance(parsed[name], int) and parsed[name] >= 0
     for name in ("pert_min_scale", "pert_max_scale"):
-        assert isinstance(parsed[name], float) and (parsed[name] > 0 or math.isnan(parsed[name]))
+        assert isinstance(parsed[name], float) and 0 < parsed[name] <= 16
+    assert all(math.isfinite(parsed[name]) for name, value in parsed.items() if isinstance(value, float))
 
 
 @pytest.mark.parametrize("key, value", [("batch", 0), ("channels", 2), ("colorspace", "XYZ"), ("threds", 2),

@@ -273,6 +273,30 @@ def test_undecodable_sample_is_named_or_skipped(tmp_path):
         assert (stats["samples"], stats["batches"]) == (9, 3)
 
 
+@pytest.mark.parametrize("backend", ["thread", "process"])
+@pytest.mark.parametrize("loop", [True, False])
+def test_skip_errors_raises_once_every_sample_failed(tmp_path, backend, loop):
+    path = make_db(tmp_path / "db.picpac", 5, broken=set(range(5)))
+    with picpac.ImageStream(path, loop=loop, batch=2, skip_errors=True, backend=backend, workers=2) as s:
+        with pytest.raises(picpac.PicPacError, match=r"db.picpac: skip_errors=True, but every one of the "
+                                                     r"stream's 5 samples failed, so it cannot make a batch; "
+                                                     r"the last: .*db.picpac: record \d cannot decode its image"):
+            next(s)
+        # every sample was read before the stream gave up: 5 in a pass, at most 2 * 5 - 1 on an endless stream
+        assert 5 <= s.stats()["skipped"] <= (9 if loop else 5)
+    assert active_threads() == 0
+
+
+@pytest.mark.parametrize("backend", ["thread", "process"])
+def test_skip_errors_goes_on_while_one_sample_is_good(tmp_path, backend):
+    path = make_db(tmp_path / "db.picpac", 6, broken={0, 1, 2, 4, 5})
+    with picpac.ImageStream(path, batch=4, skip_errors=True, backend=backend, workers=2, dtype="uint8",
+                            order="NHWC") as s:
+        images, labels, _ = next(s)
+        assert labels.tolist() == [3.0] * 4 and ids(images) == [3] * 4
+        assert s.stats()["skipped"] >= 15  # 5 failures in each of the passes that gave the 4 copies of record 3
+
+
 def test_worker_exception_reaches_the_consumer_and_stops_workers(db):
     def boom(sample: Sample, rng) -> Sample:
         if sample.record == 7:
