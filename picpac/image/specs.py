@@ -7,6 +7,8 @@ False for validation, which gives each transform's deterministic centre version.
 
 One builder per type, registered in :data:`BUILDERS` with the keys it accepts; an unknown key, an
 unknown type, or a PicPac option we cannot express yet is a :class:`PicPacValueError` naming it.
+Every number is read with bounds (:meth:`Spec.value`), so nan, inf and sizes OpenCV or NumPy
+cannot handle fail here, naming the type, key, range and value, not later in the stream.
 """
 from __future__ import annotations
 
@@ -20,12 +22,20 @@ import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
 from .color import AddColor, Blur, Normalize
+from .decoding import MAX_SIDE
 from .dense import BasicKeypoints, BoxFeature, DenseBoxAnchors, DenseCircleAnchors, DensePointAnchors
 from .transforms import (BORDERS, Affine, Crop, ErodeMask, Flip, LimitSize, OneOf, Pad, Rasterize, Resize, Rotate,
                          RoundSize, Sample, Scale, SomeOf, Sometimes, apply_all)
 
 # PicPac types we know but cannot build yet
 UNSUPPORTED = ("clip_square", "mask", "wave.augment.add", "wave.augment.mul", "wave.augment.scale")
+
+# bounds of the numbers in specs; sizes, sides and pads in pixels are at most MAX_SIDE (OpenCV's warp limit)
+PLAIN = 10**6      # plain values: fills, means, stds, multipliers, params_default
+COUNT = 2**16      # counts and indices: classes, boxes, priors, facets
+FACTOR = 100       # scale factors
+SIGMA = 256        # blur sigma in pixels
+RADIUS = 1024      # erode_mask radius: a (2r+1)-square kernel
 
 
 # -- small transforms PicPac has and picpac.transforms does not ------------------------------
@@ -125,20 +135,20 @@ class Spec:
         value = self.data.get(key)
         return default if value is None else value
 
-    def number(self, key: str, default: float | None, *, minimum: float | None = None) -> float:
-        value = self.value(key, self.get(key, default))
-        if minimum is not None and value < minimum:
-            raise self.error(f"{key!r} must be at least {minimum}, got {value!r}")
-        return float(value)
+    def number(self, key: str, default: float | None, low: float, high: float) -> float:
+        return self.value(key, self.get(key, default), low, high)
 
-    def value(self, key: str, value: Any) -> float:
-        """``value`` (read from ``key``) as a float, or a type error naming the key."""
+    def value(self, key: str, value: Any, low: float, high: float) -> float:
+        """``value`` (read from ``key``) as a float in [low, high], so finite; an error names key, range and value."""
         if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
             raise PicPacTypeError(f"{self}: {key!r} must be a number, got {value!r}")
+        if not low <= value <= high:  # compared before float(): a huge int does not overflow; nan fails too
+            raise self.error(f"{key!r} must be in [{low}, {high}], got {value!r}")
         return float(value)
 
-    def integer(self, key: str, default: int, *, minimum: int | None = 0) -> int:
-        value = self.number(key, default, minimum=minimum)
+    def integer(self, key: str, default: int, low: int = 0, high: int = MAX_SIDE) -> int:
+        """A whole number in [low, high]; by default a size in pixels, [0, MAX_SIDE]."""
+        value = self.number(key, default, low, high)
         if value != int(value):
             raise PicPacTypeError(f"{self}: {key!r} must be a whole number, got {self.data[key]!r}")
         return int(value)
@@ -156,16 +166,16 @@ class Spec:
                              f"{_hint(str(value), choices)}")
         return value
 
-    def span(self, key: str, default: Any) -> float | tuple[float, float]:
-        """A number, or a [low, high] pair."""
+    def span(self, key: str, default: Any, low: float, high: float) -> float | tuple[float, float]:
+        """A number, or a [low, high] pair, in [low, high]."""
         value = self.get(key, default)
         if isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2:
-            low, high = (self.value(key, v) for v in value)
-            if low > high:
-                raise self.error(f"{key!r}: range [{low}, {high}] is empty")
-            return low, high
+            first, last = (self.value(key, v, low, high) for v in value)
+            if first > last:
+                raise self.error(f"{key!r}: range [{first}, {last}] is empty")
+            return first, last
         try:
-            return self.value(key, value)
+            return self.value(key, value, low, high)
         except PicPacTypeError:
             raise PicPacTypeError(f"{self}: {key!r} must be a number or a [low, high] pair, got {value!r}") from None
 
@@ -193,7 +203,8 @@ def _new(cls: type, random: bool, **kwargs: Any) -> Any:
 
 def _border(s: Spec) -> dict[str, Any]:
     """PicPac's border_type ("constant", "replicate"; ours adds "reflect", "wrap") and the fill value."""
-    return {"border": s.text("border_type", "constant", tuple(BORDERS)), "fill": s.number("border_value", 0)}
+    return {"border": s.text("border_type", "constant", tuple(BORDERS)),
+            "fill": s.number("border_value", 0, -PLAIN, PLAIN)}
 
 
 # -- one builder per type -------------------------------------------------------------------------
@@ -279,12 +290,16 @@ def _clip(s: Spec, random: bool) -> list:
 def _pad(s: Spec, random: bool) -> Any:
     size = s.integer("size", 0)
     sides = tuple(s.integer(key, 0) for key in ("left", "top", "right", "bottom"))
+    for axis, pair in (("left + right", sides[0::2]), ("top + bottom", sides[1::2])):
+        if sum(pair) > MAX_SIDE:
+            raise s.error(f"{axis} must be in [0, {MAX_SIDE}], got {sum(pair)}")
     return Pad(width=s.integer("width", size), height=s.integer("height", size), sides=sides, **_border(s))
 
 
 @_builder("colorspace", "code", "mul0", "mul1")
 def _colorspace(s: Spec, random: bool) -> Any:
-    return ColorSpace(s.text("code", "", COLOR_CODES), s.number("mul0", 1.0), s.number("mul1", 1.0))
+    return ColorSpace(s.text("code", "", COLOR_CODES), s.number("mul0", 1.0, -PLAIN, PLAIN),
+                      s.number("mul1", 1.0, -PLAIN, PLAIN))
 
 
 @_builder("normalize", "mean", "std")
@@ -293,7 +308,8 @@ def _normalize(s: Spec, random: bool) -> Any:
     for key, default in (("mean", 0.0), ("std", 1.0)):
         value = s.get(key, default)
         many = isinstance(value, Sequence) and not isinstance(value, str)
-        values[key] = tuple(s.value(key, v) for v in value) if many else s.value(key, value)
+        checked = tuple(s.value(key, v, -PLAIN, PLAIN) for v in (value if many else [value]))
+        values[key] = checked if many else checked[0]
         if many and not 1 <= len(value) <= 4:
             raise s.error(f"{key!r} must be a number or 1 to 4 numbers, got {value!r}")
     return Normalize(**values)
@@ -308,8 +324,8 @@ def _flip(s: Spec, random: bool) -> Any:
 
 @_builder("augment.scale", "range", "min", "max")
 def _scale(s: Spec, random: bool) -> Any:
-    spread = s.number("range", 0, minimum=0)
-    low, high = s.number("min", 1 - spread), s.number("max", 1 + spread)
+    spread = s.number("range", 0, 0, 1)
+    low, high = s.number("min", 1 - spread, 0, FACTOR), s.number("max", 1 + spread, 0, FACTOR)
     if not 0 < low <= high:
         raise s.error(f"needs 0 < min <= max, got min={low}, max={high}")
     return _new(Scale, random, low=low, high=high)
@@ -317,8 +333,8 @@ def _scale(s: Spec, random: bool) -> Any:
 
 @_builder("augment.rotate", "range", "min", "max", "border_type", "border_value")
 def _rotate(s: Spec, random: bool) -> Any:
-    spread = s.number("range", 0, minimum=0)
-    low, high = s.number("min", -spread), s.number("max", spread)
+    spread = s.number("range", 0, 0, 360)
+    low, high = s.number("min", -spread, -360, 360), s.number("max", spread, -360, 360)
     if low > high:
         raise s.error(f"min {low} is above max {high}")
     angle = high if low == -high else (low, high)  # PicPac's range r is Rotate's angle r: [-r, r]
@@ -332,11 +348,11 @@ def _add(s: Spec, random: bool) -> Any:
 
     Channels are PicPac's BGR unless ``colorspace`` (ours) says "RGB", "HSV" or "Lab".
     """
-    spread = s.number("range", 0, minimum=0)
+    spread = s.number("range", 0, 0, 255)
     values = []
     for i in (1, 2, 3):
-        v = s.number(f"range{i}", spread, minimum=0)
-        low, high = s.number(f"min{i}", -v), s.number(f"max{i}", v)
+        v = s.number(f"range{i}", spread, 0, 255)
+        low, high = s.number(f"min{i}", -v, -255, 255), s.number(f"max{i}", v, -255, 255)
         if low != -high or high < 0:
             raise s.unsupported(f"min{i}" if s.given(f"min{i}") else f"max{i}",
                                 f"an asymmetric range [{low}, {high}]; AddColor draws from [-v, v]")
@@ -351,7 +367,8 @@ def _blur(s: Spec, random: bool) -> Any:
     if s.given("sigma") and (s.given("min") or s.given("max")):
         raise s.error("give sigma, or min / max, not both")
     default = next(f.default for f in fields(Blur) if f.name == "sigma")
-    sigma = s.span("sigma", None) if s.given("sigma") else (s.number("min", default[0]), s.number("max", default[1]))
+    sigma = (s.span("sigma", None, 0, SIGMA) if s.given("sigma")
+             else (s.number("min", default[0], 0, SIGMA), s.number("max", default[1], 0, SIGMA)))
     return _new(Blur, random, sigma=sigma)
 
 
@@ -362,12 +379,12 @@ def _affine(s: Spec, random: bool) -> Any:
     rotate, shear (degrees) and translate (a fraction of the size): v for [-v, v] or [low, high];
     scale: [low, high], or v for [1 - v, 1 + v] like augment.scale's range.
     """
-    scale = s.span("scale", (1.0, 1.0))
+    scale = s.span("scale", (1.0, 1.0), 0, FACTOR)
     if not isinstance(scale, tuple):
         scale = (1 - scale, 1 + scale)
     if scale[0] <= 0:
         raise s.error(f"'scale' must stay above 0, got {scale}")
-    spans = {key: s.span(key, 0.0) for key in ("rotate", "shear", "translate")}
+    spans = {key: s.span(key, 0.0, -high, high) for key, high in (("rotate", 360), ("shear", 89), ("translate", 1))}
     for key, value in spans.items():
         if not isinstance(value, tuple) and value < 0:
             raise s.error(f"{key!r} must be >= 0 (or a [low, high] pair), got {value}")
@@ -390,19 +407,14 @@ def _nested(s: Spec, random: bool, *, units: bool = True) -> list:
 
 @_builder("sometimes", "chance", "transforms")
 def _sometimes(s: Spec, random: bool) -> Any:
-    chance = s.number("chance", 0.5, minimum=0)
-    if chance > 1:
-        raise s.error(f"'chance' must be in [0, 1], got {chance}")
+    chance = s.number("chance", 0.5, 0, 1)
     return _new(Sometimes, random, p=chance, transforms=tuple(_nested(s, random, units=False)))
 
 
 @_builder("some_of", "count", "transforms")
 def _some_of(s: Spec, random: bool) -> Any:
     units = _nested(s, random)
-    count = s.integer("count", 1)
-    if count > len(units):
-        raise s.error(f"'count' {count} is more than its {len(units)} transforms")
-    return _new(SomeOf, random, k=count, transforms=tuple(units))
+    return _new(SomeOf, random, k=s.integer("count", 1, 0, len(units)), transforms=tuple(units))
 
 
 @_builder("one_of", "transforms")
@@ -419,31 +431,31 @@ def _rasterize(s: Spec, random: bool) -> Any:
 
     copy 0 starts from a copy of the image (PicPac's facet 0) instead of zeros.
     """
-    if s.integer("index", 1) != 1:
+    if s.integer("index", 1, 0, COUNT) != 1:
         raise s.unsupported("index", "rasterizing a facet other than the annotation, 1")
-    copy = s.integer("copy", -1, minimum=-1)
+    copy = s.integer("copy", -1, -1, COUNT)
     if copy not in (-1, 0):
         raise s.unsupported("copy", "copying a facet other than the image, 0")
     use_tag, use_palette = s.flag("use_tag", False), s.flag("use_palette", False)
     if use_palette:
         raise s.unsupported("use_palette", "drawing each label in a palette colour")
-    return Rasterize(color_by="tag" if use_tag else "label", thickness=s.integer("thickness", -1, minimum=-1),
-                     channels=s.integer("channels", 1, minimum=1), copy=copy == 0,
+    return Rasterize(color_by="tag" if use_tag else "label", thickness=s.integer("thickness", -1, -1),
+                     channels=s.integer("channels", 1, 1, 4), copy=copy == 0,
                      dtype=s.text("dtype", "uint8", ("uint8", "int32", "float32")))
 
 
 @_builder("erode_mask", "index", "radius", "iterations", "border_type")
 def _erode_mask(s: Spec, random: bool) -> Any:
-    if s.integer("index", -1, minimum=-1) not in (-1, 1):
+    if s.integer("index", -1, -1, COUNT) not in (-1, 1):
         raise s.unsupported("index", "eroding a facet other than the mask")
     if s.text("border_type", "constant", ("constant", "replicate")) != "constant":
         raise s.unsupported("border_type", "a border other than constant")
-    return ErodeMask(radius=s.integer("radius", 0), iterations=s.integer("iterations", 1))
+    return ErodeMask(radius=s.integer("radius", 0, 0, RADIUS), iterations=s.integer("iterations", 1, 0, 100))
 
 
 @_builder("drop", "index")
 def _drop(s: Spec, random: bool) -> Any:
-    if s.integer("index", 1) != 1:
+    if s.integer("index", 1, 0, COUNT) != 1:
         raise s.unsupported("index", "dropping a facet other than the annotation, 1")
     return Drop()
 
@@ -451,7 +463,7 @@ def _drop(s: Spec, random: bool) -> Any:
 # -- dense targets (picpac.dense) -------------------------------------------------------------------
 def _annotation_index(s: Spec) -> None:
     """PicPac's index: the facet holding the annotation; ours is always the sample's shapes (1)."""
-    if s.integer("index", 1) != 1:
+    if s.integer("index", 1, 0, COUNT) != 1:
         raise s.unsupported("index", "reading an annotation facet other than 1")
 
 
@@ -460,11 +472,11 @@ def _anchor_keys(s: Spec) -> dict[str, Any]:
     _annotation_index(s)
     if s.flag("weighted", False):
         raise s.unsupported("weighted", "weighted anchor targets")
-    lower, upper = s.number("lower_th", 0.4), s.number("upper_th", 0.8)
+    lower, upper = s.number("lower_th", 0.4, 0, 1), s.number("upper_th", 0.8, 0, 1)
     if lower > upper:
         raise s.error(f"lower_th {lower} is above upper_th {upper}")
-    return {"downsize": s.integer("downsize", 1, minimum=1), "lower_th": lower, "upper_th": upper,
-            "params_default": s.number("params_default", 0.0), "prefix": _prefix(s)}
+    return {"downsize": s.integer("downsize", 1, 1), "lower_th": lower, "upper_th": upper,
+            "params_default": s.number("params_default", 0.0, -PLAIN, PLAIN), "prefix": _prefix(s)}
 
 
 def _prefix(s: Spec) -> str:
@@ -479,11 +491,13 @@ def _priors(s: Spec) -> tuple[tuple[float, float], ...]:
     value = s.get("priors", [])
     if isinstance(value, (str, Mapping)) or not isinstance(value, Sequence):
         raise PicPacTypeError(f"{s}: 'priors' must be a list of [width, height] pairs, got {value!r}")
+    if len(value) > COUNT:
+        raise s.error(f"'priors' must have at most {COUNT} pairs, got {len(value)}")
     out = []
     for prior in value:
         if isinstance(prior, (str, Mapping)) or not isinstance(prior, Sequence) or len(prior) != 2:
             raise PicPacTypeError(f"{s}: each prior must be a [width, height] pair, got {prior!r}")
-        w, h = (s.value("priors", v) for v in prior)
+        w, h = (s.value("priors", v, 0, MAX_SIDE) for v in prior)
         if w <= 0 or h <= 0:
             raise s.error(f"each prior must have width and height above 0, got {list(prior)!r}")
         out.append((w, h))
@@ -518,14 +532,15 @@ def _anchors_point(s: Spec, random: bool) -> Any:
 @_builder("keypoints.basic", "index", "downsize", "classes", "radius", "prefix")
 def _keypoints_basic(s: Spec, random: bool) -> Any:
     _annotation_index(s)
-    return BasicKeypoints(downsize=s.integer("downsize", 1, minimum=1), classes=s.integer("classes", 1, minimum=1),
-                          radius=s.number("radius", 0.0, minimum=0), prefix=_prefix(s))
+    return BasicKeypoints(downsize=s.integer("downsize", 1, 1), classes=s.integer("classes", 1, 1, COUNT),
+                          radius=s.number("radius", 0.0, 0, MAX_SIDE), prefix=_prefix(s))
 
 
 @_builder("box_feature", "index", "min_area", "max_boxes", "prefix")
 def _box_feature(s: Spec, random: bool) -> Any:
     _annotation_index(s)
-    return BoxFeature(min_area=s.number("min_area", 1.0), max_boxes=s.integer("max_boxes", 0), prefix=_prefix(s))
+    return BoxFeature(min_area=s.number("min_area", 1.0, 0, MAX_SIDE**2),
+                      max_boxes=s.integer("max_boxes", 0, 0, COUNT), prefix=_prefix(s))
 
 
 # -- building -------------------------------------------------------------------------------------

@@ -281,10 +281,10 @@ def test_specs_build_the_dense_transforms(spec, expected):
     ({"type": "anchors.dense.box", "priors": "big"}, PicPacTypeError, "'priors' must be a list"),
     ({"type": "anchors.dense.box", "priors": [[4, 0]]}, PicPacValueError, "above 0"),
     ({"type": "anchors.dense.box", "lower_th": 0.9}, PicPacValueError, "lower_th 0.9 is above upper_th 0.8"),
-    ({"type": "anchors.dense.box", "downsize": 0}, PicPacValueError, "'downsize' must be at least 1"),
+    ({"type": "anchors.dense.box", "downsize": 0}, PicPacValueError, r"'downsize' must be in \[1, 32766\], got 0"),
     ({"type": "anchors.dense.point", "prefix": 3}, PicPacTypeError, "'prefix' must be a string"),
-    ({"type": "keypoints.basic", "radius": -1}, PicPacValueError, "'radius' must be at least 0"),
-    ({"type": "keypoints.basic", "classes": 0}, PicPacValueError, "'classes' must be at least 1"),
+    ({"type": "keypoints.basic", "radius": -1}, PicPacValueError, r"'radius' must be in \[0, 32766\], got -1"),
+    ({"type": "keypoints.basic", "classes": 0}, PicPacValueError, r"'classes' must be in \[1, 65536\], got 0"),
     ({"type": "anchors.dense.box", "size": 30}, PicPacValueError, "unknown key 'size'"),
 ])
 def test_spec_errors(spec, error, match):
