@@ -614,6 +614,8 @@ class Rasterize:
     copy: bool = False
 
     def __call__(self, sample: Sample, rng: Any) -> Sample:
+        if sample.shapes is None and sample.mask is not None and not self.copy:
+            return sample  # a mask image already: nothing to draw (PicPac: a no-op on mask images)
         w, h = sample.size
         if self.copy:
             canvas = sample.image.copy()

@@ -25,6 +25,8 @@ def batch_plan(readers: list[Reader], config: dict[str, Any], processor: Process
         return None, f"the mixin's 'image' field is not the same array as the database's ({specs[0]})"
     if c["annotate"] is not None or c["task"] != "classify":
         return None, f"task={c['task']!r} (annotations go through the per-sample path)"
+    if c["raw"] or c["images"]:
+        return None, "raw/images name fields by number (the per-sample path reads them)"
     plan = batched.plan(processor.fixed + processor.random, specs[0].shape)
     return (None, plan) if isinstance(plan, str) else (plan, None)
 

@@ -10,7 +10,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
+from ..file.layout import MAX_FIELDS
 from ..image.decoding import MAX_PIXELS, MAX_SIDE
+from .legacy import LEGACY_KEYS, translate
 
 MAX_BATCH = 2**16
 """The largest ``batch`` and ``preload`` (samples made ahead)."""
@@ -128,6 +130,81 @@ def _optional_float(name: str, value: Any) -> float | None:
     return None if value is None else _float(name, value)
 
 
+def _field_index(name: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise PicPacTypeError(f"config key {name!r}: a field index must be an int, got {value!r}")
+    if not 0 <= value < MAX_FIELDS:
+        raise PicPacValueError(f"config key {name!r}: field index {value} is not in [0, {MAX_FIELDS})")
+    return int(value)
+
+
+def _one_field(name: str, value: Any) -> int | None:
+    """PicPac v2's list of field indices (or one index), of which we take one; None for []."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > 1:
+            raise PicPacValueError(f"config key {name!r}: {list(value)} names several fields; one is supported")
+        return _field_index(name, value[0]) if value else None
+    return _field_index(name, value)
+
+
+def _annotate(name: str, value: Any) -> str | int | None:
+    """None, 'json', 'image', 'auto' (the image itself is the target), or a field index (v2: JSON or
+    image, told by its first byte). PicPac's forms: False/'none'/'' off, True = [1] (v2, 2018), [k]."""
+    if value is None or value is False:
+        return None
+    if value is True:
+        return 1
+    if isinstance(value, str):
+        if value.lower() in ("", "none"):
+            return None
+        if value.lower() in ("json", "image", "auto"):
+            return value.lower()
+        raise PicPacValueError(f"config key 'annotate' must be one of None, 'json', 'image', 'auto', 'none', "
+                               f"True/False or a list of field indices like [1], got {value!r}")
+    field = _one_field(name, value)
+    return "auto" if field == 0 else field
+
+
+def _images(name: str, value: Any) -> int:
+    field = _one_field(name, value)
+    return 0 if field is None else field
+
+
+def _fields(name: str, value: Any) -> tuple:
+    """PicPac v2's ``raw``: field indices (or names) returned as bytes."""
+    if value is None:
+        return ()
+    items = list(value) if isinstance(value, (list, tuple)) else [value]
+    return tuple(v if isinstance(v, str) and v else _field_index(name, v) for v in items)
+
+
+def _anno_type(name: str, value: Any) -> int | None:
+    """An OpenCV matrix type (CV_8UC1 = 0, CV_32FC1 = 5, CV_8UC3 = 16, ...): 1-4 channels, depth 8U..64F."""
+    if value is None:
+        return None
+    value = _int(0, 8 * 4 - 1)(name, value)
+    if value & 7 == 7:
+        raise PicPacValueError(f"config key {name!r}: OpenCV type {value} (16-bit float) is not supported")
+    return value
+
+
+def _optional_radius(name: str, value: Any) -> float | None:
+    return None if value is None else _bounded(0, MAX_SIDE)(name, value)
+
+
+BORDER_TYPES = {0: "constant", 1: "replicate", 2: "reflect", 3: "wrap", 4: "reflect"}
+"""PicPac's pert_border (OpenCV's border types) as our border names (REFLECT and REFLECT_101: 'reflect')."""
+
+
+def _border(name: str, value: Any) -> str:
+    if isinstance(value, str) and value.lower() in BORDER_TYPES.values():
+        return value.lower()
+    if not isinstance(value, bool) and isinstance(value, numbers.Real) and value in BORDER_TYPES:
+        return BORDER_TYPES[int(value)]
+    raise PicPacValueError(f"config key {name!r} must be an OpenCV border type 0-4 or one of "
+                           f"'constant', 'replicate', 'reflect', 'wrap', got {value!r}")
+
+
 KEYS: dict[str, Key] = {
     # order and passes
     "seed": Key(2016, _int(0, 2**63 - 1)),
@@ -156,7 +233,10 @@ KEYS: dict[str, Key] = {
     "mixin_group_reset": Key(-1.0, _float),
     "mixin_group_delta": Key(0.0, _float),
     "mixin_max": Key(0, _int(0)),
+    "mixin_randomize": Key(False, _bool),
     # decoding and geometry
+    "images": Key(0, _images),
+    "raw": Key((), _fields),
     "channels": Key(3, _choice(1, 3, -1)),
     "reduced_decode": Key(True, _bool),
     "region_decode": Key(True, _bool),
@@ -173,15 +253,19 @@ KEYS: dict[str, Key] = {
     "pert_color1": Key(0.0, _bounded(-255, 255)),
     "pert_color2": Key(0.0, _bounded(-255, 255)),
     "pert_color3": Key(0.0, _bounded(-255, 255)),
-    "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab")),
+    "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab", "SAME")),
     "pert_angle": Key(0.0, _bounded(-360, 360)),
     "pert_min_scale": Key(1.0, _bounded(0, MAX_SCALE)),
     "pert_max_scale": Key(1.0, _bounded(0, MAX_SCALE)),
     "pert_hflip": Key(False, _bool),
     "pert_vflip": Key(False, _bool),
+    "pert_border": Key("constant", _border),
     "transforms": Key((), _transforms),
     # annotations and tasks
-    "annotate": Key(None, _choice(None, "json", "image")),
+    "annotate": Key(None, _annotate),
+    "anno_type": Key(None, _anno_type),
+    "anno_min_ratio": Key(0.0, _bounded(0, 1)),
+    "point_radius": Key(None, _optional_radius),
     "anno_color1": Key(None, _optional_float),
     "anno_color2": Key(None, _optional_float),
     "anno_color3": Key(None, _optional_float),
@@ -197,25 +281,18 @@ KEYS: dict[str, Key] = {
     "mean": Key(None, _channel_values),
     "std": Key(None, _channel_values),
     "onehot": Key(0, _int(0, MAX_CLASSES)),
+    "label_dtype": Key("float32", _choice("float32", "int64", "int32")),
+    "value_range": Key("0-255", _choice("0-255", "0-1")),
+    "dump": Key(0, _int(0, MAX_BATCH)),
 }
 
-LEGACY = {
-    "bgr2rgb": lambda v: {"colorspace": "RGB" if _bool("bgr2rgb", v) else "BGR"},
-    "channel_first": lambda v: {"order": "NCHW" if _bool("channel_first", v) else "NHWC"},
-}
-"""PicPac's older keys, each turned into the key that replaced it."""
+LEGACY = LEGACY_KEYS
+"""PicPac's keys that are turned into others (legacy.translate; docs/stream.md, "PicPac's configs")."""
 
 
 def parse(config: Mapping[str, Any]) -> dict[str, Any]:
     """Every key with its checked value (defaults filled in); unknown keys raise, naming the closest one."""
-    given = dict(config)
-    for old, translate in LEGACY.items():
-        if old in given:
-            new = translate(given.pop(old))
-            clash = set(new) & set(given)
-            if clash:
-                raise PicPacValueError(f"config keys {old!r} and {clash.pop()!r} both given; use only the latter")
-            given.update(new)
+    given = translate(config)
     unknown = [name for name in given if name not in KEYS]
     if unknown:
         name = unknown[0]
@@ -243,10 +320,20 @@ def _check_together(c: dict[str, Any]) -> None:
         raise PicPacValueError("config key 'round_mod' needs 'round_div' > 0")
     if c["dtype"] == "uint8" and (c["mean"] or c["std"]):
         raise PicPacValueError("config keys 'mean'/'std' need dtype='float32' (normalised values are not uint8)")
+    if c["dtype"] == "uint8" and c["value_range"] != "0-255":
+        raise PicPacValueError(f"config key 'value_range' ({c['value_range']!r}) needs dtype='float32'")
     if c["task"] is None:
-        c["task"] = "segment" if c["annotate"] else "classify"
-    if c["task"] in ("detect", "keypoints") and c["annotate"] == "image":
-        raise PicPacValueError(f"task={c['task']!r} needs vector annotations (annotate='json'), not a mask image")
+        c["task"] = "classify" if c["annotate"] is None else "segment"
+    if c["task"] in ("detect", "keypoints") and c["annotate"] in ("image", "auto"):
+        raise PicPacValueError(f"task={c['task']!r} needs vector annotations (annotate='json'), "
+                               f"not annotate={c['annotate']!r}")
+    for side in ("width", "height"):
+        crop, resize = c[f"crop_{side}"], c[f"resize_{side}"]
+        if crop > resize > 0:
+            extent = "wide" if side == "width" else "high"
+            raise PicPacValueError(f"config key 'crop_{side}' ({crop}) exceeds 'resize_{side}' ({resize}): every "
+                                   f"image is {resize} pixels {extent} before the crop, so the crop would only add "
+                                   f"padding (PicPac refuses it too); lower crop_{side} or raise resize_{side}")
     if c["task"] in ("detect", "keypoints", "segment") and c["annotate"] is None:
         c["annotate"] = "json"
     if c["pert_min_scale"] > c["pert_max_scale"] or c["pert_min_scale"] <= 0:

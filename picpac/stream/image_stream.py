@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+import cv2
 import numpy as np
 
 from ..engine.processes import OK, ProcessPool, pack_recipe
@@ -77,10 +78,13 @@ class _Pipeline:
         self._readers.append(Reader(path))
         try:
             self._build_pool()
+            self._check_labels()
+            self._check_annotations()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
             self.loader = SampleLoader(self._readers, c)
             self.processor = self.loader.processor
+            self._check_channels()
             self.plan, self.path_reason = batch_plan(self._readers, c, self.processor)
             if c["vectorize"] and self.plan is None:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
@@ -112,7 +116,9 @@ class _Pipeline:
             self._readers.append(mixin)
             count = min(len(mixin), c["mixin_max"]) if c["mixin_max"] else len(mixin)
             extra = np.arange(count)
-            mixed = mixin.labels[:count]
+            if c["mixin_randomize"] and count < len(mixin):  # PicPac: shuffle the mixin, then truncate
+                extra = np.sort(np.random.default_rng([c["seed"], 1]).permutation(len(mixin))[:count])
+            mixed = mixin.labels[extra]
             mixed = np.full(count, c["mixin_group_reset"]) if c["mixin_group_reset"] >= 0 else mixed + c["mixin_group_delta"]
             records = np.concatenate([records, extra])
             sources = np.concatenate([sources, np.ones(count, np.int64)])
@@ -121,6 +127,58 @@ class _Pipeline:
             raise PicPacValueError(f"{main.path}: the stream has no samples (split={c['split']}, "
                                    f"split_fold={c['split_fold']}, split_negate={c['split_negate']})")
         self._records, self._sources, self._labels = records, sources, labels
+
+    # -- what the config and the index tell before any record is read ------------------------------
+    def _check_labels(self) -> None:
+        """Classification labels fit ``onehot`` and ``label_dtype``: the first that does not is named."""
+        c = self.config
+        if c["task"] != "classify" or not (c["onehot"] or c["label_dtype"] != "float32"):
+            return
+        labels = self._labels
+        bad = labels != np.floor(labels)
+        need = "an integral class id"
+        if c["onehot"]:
+            bad |= (labels < 0) | (labels >= c["onehot"])
+            need = f"a class id in [0, onehot={c['onehot']})"
+        elif c["label_dtype"] != "float32":
+            info = np.iinfo(c["label_dtype"])
+            bad |= (labels < info.min) | (labels > info.max)
+            need = f"an integral class id for label_dtype={c['label_dtype']!r}"
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            reader = self._readers[int(self._sources[i])]
+            raise PicPacValueError(f"{reader.path}: record {int(self._records[i])} has label {self._labels[i]:g}, "
+                                   f"not {need} ({int(bad.sum())} of the stream's {len(labels)} labels are not)")
+
+    def _check_annotations(self) -> None:
+        """A task that reads annotations needs a database whose records have them."""
+        c, reader = self.config, self._readers[0]
+        needed = {"json": ("annotation",), "image": ("mask", "annotation")}.get(c["annotate"])
+        if needed and not any(name in reader.fields for name in needed):
+            raise PicPacValueError(f"{reader.path}: task={c['task']!r} with annotate={c['annotate']!r} reads the "
+                                   f"{' or '.join(map(repr, needed))} field, but no record has one; the database's "
+                                   f"fields: {reader.fields} (picpac import writes annotations; docs/augment.md)")
+
+    def _check_channels(self) -> None:
+        """With channels=-1 (as stored), mean/std fit the channels of the database's images, from its
+        declared arrays or its first sample."""
+        c = self.config
+        if c["channels"] != -1 or not any(v is not None and len(v) > 1 for v in (c["mean"], c["std"])):
+            return
+        reader = self._readers[int(self._sources[0])]
+        record = int(self._records[0])
+        spec = reader.arrays.get("image")
+        if spec is not None:
+            channels = spec.shape[2] if len(spec.shape) == 3 else 1
+        else:
+            sample = self.processor.decode(reader[record].fields, 0.0, record, reader.path, reader.arrays)
+            image = sample.image
+            channels = image.shape[2] if image.ndim == 3 else 1
+        for name in ("mean", "std"):
+            if c[name] is not None and len(c[name]) not in (1, channels):
+                raise PicPacValueError(f"{reader.path}: config key {name!r} has {len(c[name])} values, but with "
+                                       f"channels=-1 the images have {channels} channel(s) (record {record}): "
+                                       f"give 1 or {channels}, or set channels=1 or 3")
 
     # -- one sample (on a worker thread) ---------------------------------------------------------
     def _load(self, key: tuple[int, int]) -> tuple[np.ndarray, Any, tuple]:
@@ -358,6 +416,8 @@ class _Pipeline:
         labels = self._labels[positions].astype(np.float32)
         records = self._records[positions]
         targets = self.processor.targets(list(targets), labels, records, list(dense))
+        if self.stats["batches"] < self.config["dump"]:
+            _dump(self.stats["batches"], (images, *targets), self.processor)
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
         return (images, *targets, int(pad))
@@ -390,6 +450,22 @@ class _Pipeline:
         for reader in self._readers:
             reader.close()
         self._readers = []
+
+
+def _dump(index: int, arrays: tuple, processor: Any) -> None:
+    """PicPac's ``dump``: the batch's images and image-shaped targets as PNGs, picpac_dump/{batch}_{array}_{i}.png."""
+    os.makedirs("picpac_dump", exist_ok=True)
+    for k, array in enumerate(arrays):
+        if not isinstance(array, np.ndarray) or array.ndim != 4:
+            continue
+        hwc = array.transpose(0, 2, 3, 1) if processor.channel_first else array
+        for i, image in enumerate(hwc):
+            if image.shape[2] not in (1, 3, 4):
+                image = image[:, :, :1]
+            if k == 0 and processor.rgb and image.shape[2] == 3:
+                image = image[:, :, ::-1]
+            cv2.imwrite(os.path.join("picpac_dump", f"{index}_{k}_{i}.png"),
+                        np.clip(image, 0, 255).astype(np.uint8))
 
 
 def _keep_alive(stream: ImageStream, batches: Iterator[Batch]) -> Iterator[Batch]:

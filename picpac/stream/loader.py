@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImageTooLargeError, MissingPathError, PicPacError, PicPacValueError, SampleError
+from ..errors import (
+    ImageTooLargeError,
+    MissingPathError,
+    PicPacError,
+    PicPacValueError,
+    SampleError,
+)
 from .config import parse
 from .processor import LazyRng, Processor
 
@@ -24,7 +30,7 @@ class ImageLoader:
     def __init__(self, config: Mapping[str, Any] | None = None, **more: Any):
         given = {**(config or {}), **more}
         given.pop("db", None)
-        given.update(perturb=False, annotate=None, task="classify")
+        given.update(perturb=False, annotate=None, task="classify", images=0, raw=(), dump=0)
         self.config = parse(given)
         self.processor = Processor(self.config)
 

@@ -7,9 +7,11 @@ the task's targets (label, rasterized mask, boxes or keypoints) and the output l
 """
 from __future__ import annotations
 
+import math
 import threading
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
@@ -22,8 +24,18 @@ from ..file.layout import ArraySpec
 from ..image import specs
 from ..image.color import AddColor
 from ..image.shapes import Shapes
-from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
-                                convert)
+from ..image.transforms import (
+    Affine,
+    Crop,
+    Flip,
+    LimitSize,
+    Rasterize,
+    Resize,
+    RoundSize,
+    Sample,
+    apply_all,
+    convert,
+)
 
 Target = np.ndarray | None
 
@@ -93,6 +105,77 @@ def array_view(data: Any, spec: ArraySpec, name: str, record: int, where: str) -
     return array if array.flags.aligned else array.copy()
 
 
+CV_DEPTHS = ("uint8", "int8", "uint16", "int16", "int32", "float32", "float64")
+"""OpenCV's depth codes (the low 3 bits of a type such as PicPac's anno_type) as NumPy dtypes."""
+
+
+@dataclass(frozen=True)
+class PointRasterize(Rasterize):
+    """Rasterize with PicPac's ``point_radius`` for point shapes."""
+
+    point_radius: float = 3
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        w, h = sample.size
+        canvas = sample.image.copy() if self.copy else \
+            np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
+        if sample.shapes is not None:
+            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values,
+                                    point_radius=round(self.point_radius))
+        sample.mask, sample.shapes = canvas, None
+        return sample
+
+
+@dataclass(frozen=True)
+class SameColor:
+    """PicPac's pert_colorspace='SAME': one value drawn from [-v, v] added to every channel (saturating)."""
+
+    value: float
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        delta = round(float(rng.uniform(-self.value, self.value)))
+        if delta:
+            image = sample.image
+            shifted = image.astype(np.float32) + delta
+            sample.image = np.clip(shifted, 0, 255).astype(np.uint8) if image.dtype == np.uint8 else shifted
+        return sample
+
+
+@dataclass(frozen=True)
+class AnnotationZoom:
+    """PicPac's anno_min_ratio: when the shapes' bounding box covers less than ``ratio`` of the image, zoom
+    into a window of the image's aspect around it (kept inside the image) where it covers ``ratio``,
+    keeping the size. Deterministic (a step of the fixed geometry)."""
+
+    ratio: float
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        shapes = sample.shapes
+        if shapes is None or not len(shapes) or self.ratio <= 0:
+            return sample
+        boxes = shapes.boxes()
+        x1, y1 = boxes[:, 0].min(), boxes[:, 1].min()
+        x2, y2 = boxes[:, 2].max(), boxes[:, 3].max()
+        w, h = sample.size
+        area, wanted = (x2 - x1) * (y2 - y1), self.ratio * w * h
+        if not 0 < area < wanted:
+            return sample
+        rate = math.sqrt(area / wanted)
+        cw, ch = w * rate, h * rate
+        x0 = min(max((x1 + x2 - cw) / 2, 0.0), w - cw)
+        y0 = min(max((y1 + y2 - ch) / 2, 0.0), h - ch)
+        sample.warp(np.array([[w / cw, 0, -x0 * w / cw], [0, h / ch, -y0 * h / ch]]), (w, h))
+        return sample
+
+
+def _field_name(fields: Mapping[str, Any], index: int, key: str, record: int, where: str) -> str:
+    """The name of a record's field at position ``index`` (PicPac's field numbers)."""
+    names = list(fields)
+    if index >= len(names):
+        raise SampleError(where, record, f"has no field {index} for {key}={index} (its fields: {names})")
+    return names[index]
+
+
 class Processor:
     """Per-sample work for one config (see docs/stream.md and docs/augment.md)."""
 
@@ -104,18 +187,38 @@ class Processor:
             self.fixed.append(LimitSize(c["min_size"], c["max_size"]))
         if c["resize_width"] or c["resize_height"]:
             self.fixed.append(Resize(c["resize_width"], c["resize_height"]))
+        if c["anno_min_ratio"]:
+            self.fixed.append(AnnotationZoom(c["anno_min_ratio"]))
         self.random = self._legacy_perturbation() + specs.build(c["transforms"], random=c["perturb"] is not False)
-        values = [v for v in (c["anno_color1"], c["anno_color2"], c["anno_color3"]) if v is not None]
-        self.rasterize = Rasterize(thickness=c["anno_thickness"], values=tuple(values) or None,
-                                   channels=max(1, len(values)), copy=c["anno_copy"])
+        self.rasterize = self._rasterizer()
         self.channel_first = c["order"] == "NCHW"
         self.dtype = np.dtype(c["dtype"])
-        self.mean = None if c["mean"] is None else np.float32(c["mean"])
-        self.std = None if c["std"] is None else np.float32(c["std"])
+        mean, std = c["mean"], c["std"]
+        if c["value_range"] == "0-1":  # mean/std in torchvision's units: (x / 255 - mean) / std
+            mean = None if mean is None else tuple(255 * m for m in mean)
+            std = (255.0,) if std is None else tuple(255 * s for s in std)
+        self.mean = None if mean is None else np.float32(mean)
+        self.std = None if std is None else np.float32(std)
+        self.label_dtype = np.dtype(c["label_dtype"])
         self.decode_image = _timed_decode if c["profile"] else image.decode_channels
         self.max_pixels = c["max_pixels"]
         # a region of an upright JPEG only (libjpeg does not apply EXIF orientation)
         self.region_decode = c["region_decode"] and image.REGION_DECODE
+
+    def _rasterizer(self) -> Rasterize:
+        """Shapes to a mask: anno_color1..3 (default: each shape's label), anno_thickness, anno_copy, and
+        PicPac's anno_type (the mask's OpenCV type: its channels and depth) and point_radius."""
+        c = self.config
+        values = [v for v in (c["anno_color1"], c["anno_color2"], c["anno_color3"]) if v is not None]
+        channels, dtype = max(1, len(values)), "uint8"
+        if c["anno_type"] is not None:
+            channels, dtype = (c["anno_type"] >> 3) + 1, CV_DEPTHS[c["anno_type"] & 7]
+            values = (values + [0.0] * channels)[:channels] if values else values  # PicPac's colours 2, 3: 0
+        options = dict(thickness=c["anno_thickness"], values=tuple(values) or None, channels=channels, dtype=dtype,
+                       copy=c["anno_copy"])
+        if c["point_radius"] is None:
+            return Rasterize(**options)
+        return PointRasterize(**options, point_radius=c["point_radius"])
 
     def _legacy_perturbation(self) -> list:
         """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
@@ -123,11 +226,15 @@ class Processor:
         steps: list = []
         if c["perturb"]:
             if c["pert_angle"] or (c["pert_min_scale"], c["pert_max_scale"]) != (1.0, 1.0):
-                steps.append(Affine(rotate=c["pert_angle"], scale=(c["pert_min_scale"], c["pert_max_scale"])))
+                steps.append(Affine(rotate=c["pert_angle"], scale=(c["pert_min_scale"], c["pert_max_scale"]),
+                                    border=c["pert_border"]))
             if c["pert_hflip"] or c["pert_vflip"]:
                 steps.append(Flip(horizontal=0.5 * c["pert_hflip"], vertical=0.5 * c["pert_vflip"]))
-            colors = (c["pert_color1"], c["pert_color2"], c["pert_color3"])
-            if any(colors):
+            colors = (abs(c["pert_color1"]), abs(c["pert_color2"]), abs(c["pert_color3"]))
+            if c["pert_colorspace"] == "SAME":
+                if colors[0]:
+                    steps.append(SameColor(colors[0]))
+            elif any(colors):
                 steps.append(AddColor(colors, colorspace=c["pert_colorspace"]))
         if c["crop_width"] or c["crop_height"]:
             steps.append(Crop(c["crop_width"], c["crop_height"], random=bool(c["perturb"])))
@@ -153,11 +260,16 @@ class Processor:
 
     def _decode(self, fields: dict[str, Any], label: float, record: int, where: str,
                 arrays: Mapping[str, ArraySpec] | None) -> Sample:
-        if "image" not in fields:
+        c = self.config
+        name = _field_name(fields, c["images"], "images", record, where) if c["images"] else "image"
+        if name not in fields:
             raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
-        data, channels = fields["image"], self.config["channels"]
-        extra = {"colorspace": self.config["colorspace"], "source": where}
-        spec = arrays.get("image") if arrays else None
+        data, channels = fields[name], c["channels"]
+        extra: dict[str, Any] = {"colorspace": c["colorspace"], "source": where}
+        if c["raw"]:
+            names = [f if isinstance(f, str) else _field_name(fields, f, "raw", record, where) for f in c["raw"]]
+            extra["raw"] = tuple(bytes(fields[n]) if n in fields else b"" for n in names)  # a missing name: b""
+        spec = arrays.get(name) if arrays else None
         header = image.jpeg_header(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
         if spec is not None:
             sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
@@ -173,24 +285,34 @@ class Processor:
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra)
-        annotate = self.config["annotate"]
+        annotate = c["annotate"]
         if annotate == "json":
             sample.shapes = self._shapes(fields, sample.size, record, where)
         elif annotate == "image":
             sample.mask = self._mask(fields, sample.size, record, where, arrays)
+        elif isinstance(annotate, int):  # PicPac v2's field number: JSON when it starts with '{', else an image
+            name = _field_name(fields, annotate, "annotate", record, where)
+            head = bytes(memoryview(fields[name])[:64]).lstrip()
+            if not head:
+                sample.shapes = Shapes.empty()  # an empty annotation: a negative
+            elif head.startswith(b"{"):
+                sample.shapes = self._shapes(fields, sample.size, record, where, name)
+            else:
+                sample.mask = self._mask(fields, sample.size, record, where, arrays, name)
         return sample
 
-    def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str) -> Shapes:
-        if "annotation" not in fields:
+    def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str,
+                name: str = "annotation") -> Shapes:
+        if name not in fields:
             raise SampleError(where, record, "has no 'annotation' field for annotate='json'")
         try:
-            return Shapes.from_json(fields["annotation"], *size)
+            return Shapes.from_json(fields[name], *size)
         except (PicPacValueError, ValueError) as exc:
             raise SampleError(where, record, f"has a bad annotation: {exc}") from None
 
     def _mask(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str,
-              arrays: Mapping[str, ArraySpec] | None = None) -> np.ndarray:
-        name = "mask" if "mask" in fields else "annotation"
+              arrays: Mapping[str, ArraySpec] | None = None, name: str | None = None) -> np.ndarray:
+        name = name or ("mask" if "mask" in fields else "annotation")
         if name not in fields:
             raise SampleError(where, record, "has no 'mask' field for annotate='image'")
         if arrays and name in arrays:
@@ -228,9 +350,11 @@ class Processor:
         if task == "segment" and sample.shapes is not None:
             sample = self.rasterize(sample, None)
         pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
-        dense = tuple(sample.extra.get("dense", {}).values())
+        dense = tuple(sample.extra.get("dense", {}).values()) + sample.extra.get("raw", ())
         if task == "classify":
             return pixels, None, dense
+        if self.config["annotate"] == "auto":  # PicPac's autoencoder target: the output image itself
+            return pixels, convert(sample.image, False, np.dtype(np.float32), self.mean, self.std), dense
         if task == "segment":
             if sample.mask is None:
                 raise SampleError("", sample.record, "has no mask after its transforms (a 'drop' step?)")
@@ -261,13 +385,15 @@ class Processor:
                 dense: list[tuple[np.ndarray, ...]]) -> tuple:
         """The batch's arrays after the images: the task's ((labels,), (masks,) or (boxes or points,
         counts)), then each dense target stacked over the batch."""
-        stacked = tuple(_stack_rows(arrays) for arrays in zip(*dense)) if dense and dense[0] else ()
+        stacked = tuple(list(arrays) if isinstance(arrays[0], bytes) else _stack_rows(arrays)  # raw: bytes
+                        for arrays in zip(*dense)) if dense and dense[0] else ()
         return self._task_targets(targets, labels, records) + stacked
 
     def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
         task = self.config["task"]
         if task == "classify":
-            return (self._onehot_labels(labels, records) if self.config["onehot"] else labels,)
+            out = self._onehot_labels(labels, records) if self.config["onehot"] else labels
+            return (out.astype(self.label_dtype, copy=False),)
         if task == "segment":
             return (self._masks(targets, records),)
         counts = np.array([len(t) for t in targets], np.int32)

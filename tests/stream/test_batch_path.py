@@ -166,7 +166,8 @@ def test_draws_depend_only_on_the_sample_key():
     ([Pad(width=40, height=36, border="reflect"), Crop(35, 30)], {}),
     ([Pad(sides=(2, 2, 2, 2), border="replicate"), Normalize((10, 20, 30), (2, 4, 8))], {"dtype": "float32"}),
     ([CenterCrop(20, 24)], {"order": "NCHW", "dtype": "float32", "mean": [1, 2, 3], "std": 2}),
-    ([], {"resize_width": 32, "resize_height": 32, "crop_width": 40, "crop_height": 28}),
+    ([], {"resize_width": 32, "resize_height": 32, "crop_width": 30, "crop_height": 28}),
+    ([], {"crop_width": 40, "crop_height": 28}),  # wider than the images: padded
 ])
 def test_deterministic_steps_give_the_per_sample_pixels(cifar, transforms, extra):
     path, _ = cifar
@@ -240,7 +241,7 @@ def test_other_transforms_fall_back_to_the_per_sample_path(cifar, tmp_path):
             stream(path, transforms=transforms, vectorize=True)
     with stream(path, resize_width=16, resize_height=16) as s:
         assert s.stats()["path_reason"] == "Resize has no batch version (it resizes 32x32 to 16x16)"
-    with stream(path, annotate="image") as s:
+    with stream(path, annotate="auto") as s:
         assert s.stats()["path"] == "sample"
     encoded = tmp_path / "png.picpac"
     with picpac.Writer(encoded) as w:

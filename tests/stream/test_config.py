@@ -85,11 +85,41 @@ def test_more_folds_than_records_keep_each_record_in_its_own_fold(tmp_path):
         picpac.ImageStream(db, split=2**31 - 1, split_fold=4, split_negate=True, loop=False, shuffle=False)
 
 
-def test_mean_of_the_wrong_length_for_the_stored_channels_is_a_sample_error(tmp_path):
+def test_mean_of_the_wrong_length_for_the_stored_channels_is_an_error_at_construction(tmp_path):
     db = make_db(tmp_path / "db.picpac", 2)
-    with picpac.ImageStream(db, channels=-1, mean=[1, 2], batch=1) as s:
-        with pytest.raises(picpac.PicPacError, match=re.escape("mean has 2 values for an image of 3 channels")):
-            next(s)
+    message = "config key 'mean' has 2 values, but with channels=-1 the images have 3 channel(s) (record 0)"
+    with pytest.raises(picpac.PicPacValueError, match=re.escape(message)):
+        picpac.ImageStream(db, channels=-1, mean=[1, 2], batch=1, shuffle=False)
+    with picpac.ImageStream(db, channels=-1, mean=[1, 2, 3], std=2, batch=1) as s:
+        assert next(s)[0].shape == (1, 3, 6, 8)
     loader = picpac.ImageLoader(dict(channels=-1, std=[1, 2]))
     with pytest.raises(picpac.PicPacError, match=re.escape("std has 2 values for an image of 3 channels")):
         loader.load_binary(png(np.zeros((4, 4, 3), np.uint8)))
+
+
+def test_a_crop_larger_than_a_fixed_resize_is_refused():
+    with pytest.raises(PicPacValueError, match=re.escape("config key 'crop_width' (40) exceeds 'resize_width' (32)")):
+        parse(dict(resize_width=32, resize_height=32, crop_width=40, crop_height=28))
+    with pytest.raises(PicPacValueError, match=re.escape("'crop_height' (30) exceeds 'resize_height' (20)")):
+        parse(dict(resize_height=20, crop_height=30))
+    assert parse(dict(resize_width=32, resize_height=32, crop_width=32, crop_height=28))["crop_width"] == 32
+    assert parse(dict(crop_width=4000))["crop_width"] == 4000  # no fixed size: smaller images are padded
+
+
+def test_label_dtype_and_value_range(tmp_path):
+    db = make_db(tmp_path / "db.picpac", 4, labels=[0, 1, 2, 3])
+    with picpac.ImageStream(db, batch=4, loop=False, shuffle=False, label_dtype="int64") as s:
+        _, labels, _ = next(s)
+    assert labels.dtype == np.int64 and labels.tolist() == [0, 1, 2, 3]
+    with picpac.ImageStream(db, batch=4, loop=False, shuffle=False, onehot=4, label_dtype="int64") as s:
+        assert next(s)[1].dtype == np.int64
+    plain = dict(batch=4, loop=False, shuffle=False, order="NHWC")
+    with picpac.ImageStream(db, **plain) as a, \
+            picpac.ImageStream(db, value_range="0-1", mean=[0.5, 0.4, 0.3], std=[0.2, 0.25, 0.5], **plain) as b:
+        pixels, scaled = next(a)[0], next(b)[0]
+    want = (pixels / 255 - np.float32([0.5, 0.4, 0.3])) / np.float32([0.2, 0.25, 0.5])
+    np.testing.assert_allclose(scaled, want, atol=1e-5)
+    with picpac.ImageStream(db, value_range="0-1", **plain) as c:
+        np.testing.assert_allclose(next(c)[0], pixels / 255, atol=1e-6)
+    with pytest.raises(PicPacValueError, match="'value_range' .* needs dtype='float32'"):
+        parse(dict(value_range="0-1", dtype="uint8"))

@@ -42,7 +42,7 @@ def test_every_key_is_documented():
 @pytest.mark.parametrize("key, value, error, message", [
     ("resize_widht", 3, picpac.PicPacValueError, "unknown config key 'resize_widht'; did you mean 'resize_width'"),
     ("spilt", 5, picpac.PicPacValueError, "did you mean 'split'"),
-    ("batch", 0, picpac.PicPacValueError, "'batch' must be >= 1"),
+    ("batch", 0, picpac.PicPacValueError, "'batch' must be in [1, 65536]"),
     ("batch", 2.5, picpac.PicPacTypeError, "'batch' must be an int"),
     ("loop", "yes", picpac.PicPacTypeError, "'loop' must be True or False"),
     ("channels", 2, picpac.PicPacValueError, "'channels' must be one of 1, 3, -1"),
@@ -111,9 +111,16 @@ def test_onehot_labels(tmp_path):
     with picpac.ImageStream(path, loop=False, shuffle=False, batch=6, onehot=3) as s:
         _, labels, _ = next(s)
     np.testing.assert_array_equal(labels, np.eye(3, dtype=np.float32)[[0, 1, 2, 2, 1, 0]])
-    with picpac.ImageStream(path, loop=False, shuffle=False, batch=6, onehot=2) as s:
-        with pytest.raises(picpac.PicPacValueError, match=r"record 2: label 2.0 is not a class id in \[0, onehot=2\)"):
-            next(s)
+    # checked against the index when the stream is made, naming the first label and record that do not fit
+    with pytest.raises(picpac.PicPacValueError, match=r"record 2 has label 2, not a class id in \[0, onehot=2\) "
+                                                      r"\(2 of the stream's 6 labels are not\)"):
+        picpac.ImageStream(path, loop=False, shuffle=False, batch=6, onehot=2)
+    fractional = make_db(tmp_path / "fractional.picpac", 3, labels=[0, 1.5, 1])
+    with pytest.raises(picpac.PicPacValueError, match=r"record 1 has label 1.5, not a class id"):
+        picpac.ImageStream(fractional, onehot=3)
+    with pytest.raises(picpac.PicPacValueError, match=r"record 1 has label 1.5, not an integral class id for "
+                                                      r"label_dtype='int64'"):
+        picpac.ImageStream(fractional, label_dtype="int64")
 
 
 def test_geometry_keys(tmp_path):

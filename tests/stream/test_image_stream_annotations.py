@@ -209,3 +209,14 @@ def test_dense_targets_of_transforms_join_the_batch(db):
         images, boxes, counts, heat_maps, pad = next(s)
     assert heat_maps.shape == (3, H // 4, W // 4) and heat_maps[:, 0, 0].tolist() == [0, 1, 2]
     assert boxes.shape == (3, 1, 5) and pad == 0
+
+
+def test_a_task_whose_annotations_the_database_lacks_fails_at_construction(tmp_path):
+    path = tmp_path / "plain.picpac"
+    with picpac.Writer(path) as w:
+        for i in range(3):
+            w.append(image=square_record(i)[0], label=i)
+    for config, field in ((dict(task="detect"), "'annotation'"), (dict(annotate="image"), "'mask' or 'annotation'")):
+        with pytest.raises(picpac.PicPacValueError, match=rf"reads the {field} field, but no record has one; the "
+                                                          r"database's fields: \['image'\]"):
+            picpac.ImageStream(path, **config)

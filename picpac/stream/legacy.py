@@ -1,0 +1,141 @@
+"""PicPac's own config keys, from its legacy (2016-2018) and v2 (2018-2022) APIs, turned into ours.
+
+``translate(config)`` returns the config with every PicPac key that has a key of its own here
+replaced by it (``bgr2rgb`` -> ``colorspace``, ``mean_color1..3`` -> ``mean``, ...), PicPac's
+"unset" values (``-1`` sizes, ``channels=0``, ``threads=0``) turned into ours, and the keys that
+cannot apply here (C++-only or drawing-only settings) dropped with a warning, once per key per
+process. docs/stream.md ("PicPac's configs") lists each key and what it becomes.
+"""
+from __future__ import annotations
+
+import numbers
+import threading
+import warnings
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from ..errors import PicPacTypeError, PicPacValueError
+
+
+class PicPacConfigWarning(UserWarning):
+    """A PicPac config key that is accepted but has no effect here (or means something slightly else)."""
+
+
+NO_OPS = {
+    "anno_palette": "PicPac's palette only coloured mask indices for looking at them",
+    "anno_number": "PicPac printed each shape's index on the rasterized annotation, for looking at it",
+    "split_keys": "PicPac's C++-only list of folds; use split, split_fold and split_negate",
+}
+"""Keys accepted and ignored, each with why (warned about once per process)."""
+
+_warned: set[str] = set()
+_lock = threading.Lock()
+
+
+def warn_once(key: str, message: str) -> None:
+    """One visible warning per key per process."""
+    with _lock:
+        if key in _warned:
+            return
+        _warned.add(key)
+    warnings.warn(f"picpac: config key {key!r}: {message}", PicPacConfigWarning, stacklevel=4)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+UNSET_BELOW_ONE = ("resize_width", "resize_height", "crop_width", "crop_height", "min_size", "max_size")
+"""PicPac's sizes, where any value <= 0 (its default -1) means "not set" (our 0)."""
+
+
+def _decode_mode(flag: Any) -> int:
+    """cv2.imread's flag as channels: -1 (IMREAD_UNCHANGED) or ANYCOLOR: as stored; a COLOR bit: 3; else 1."""
+    if not _is_int(flag):
+        raise PicPacTypeError(f"config key 'decode_mode' must be an OpenCV imread flag (an int), got {flag!r}")
+    if flag < 0 or flag & 4:
+        return -1
+    return 3 if flag & 1 else 1
+
+
+def _mean_colors(given: dict[str, Any]) -> tuple[float, ...]:
+    """PicPac's mean_color1..3, subtracted from the decoded channels in OpenCV's order (B, G, R;
+    before its bgr2rgb swap), as our ``mean`` in output channel order."""
+    values = [given.pop(f"mean_color{i}", 0.0) for i in (1, 2, 3)]
+    for i, v in enumerate(values, 1):
+        if isinstance(v, bool) or not isinstance(v, numbers.Real):
+            raise PicPacTypeError(f"config key 'mean_color{i}' must be a number, got {v!r}")
+    if _is_int(given.get("channels")) and given["channels"] == 1:
+        return (float(values[0]),)
+    colorspace = given.get("colorspace", "RGB")
+    rgb = isinstance(colorspace, str) and colorspace.upper() == "RGB"
+    return tuple(float(v) for v in (values[::-1] if rgb else values))
+
+
+def _negate(value: Any) -> dict[str, Any]:
+    warn_once("negate", "read as split_negate (PicPac's README writes negate=, which PicPac itself ignored)")
+    return {"split_negate": value}
+
+
+def _multi_images(value: Any) -> dict[str, Any]:
+    if value is None or (isinstance(value, numbers.Real) and value in (0, 1)):
+        return {}
+    raise PicPacValueError(f"config key 'multi_images' ({value!r}): PicPac's MultiImageStream (several images "
+                           "per record) is not supported; ImageStream streams one image per record")
+
+
+RENAMED: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "negate": _negate,
+    "multi_images": _multi_images,
+}
+
+
+def translate(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The config with PicPac's keys and values as ours (see the module's docstring)."""
+    given = dict(config)
+    for key, why in NO_OPS.items():
+        if key in given:
+            given.pop(key)
+            warn_once(key, f"accepted and ignored: {why}")
+    for old, rename in RENAMED.items():
+        if old in given:
+            new = rename(given.pop(old))
+            for key in new:
+                if key in given:
+                    raise PicPacValueError(f"config keys {old!r} and {key!r} both given; use only the latter")
+            given.update(new)
+    for key in UNSET_BELOW_ONE:
+        if _is_int(given.get(key)) and given[key] < 0:
+            given[key] = 0
+    for key in ("threads", "preload"):  # PicPac's 0: its default
+        if _is_int(given.get(key)) and given[key] == 0:
+            del given[key]
+    if _is_int(given.get("channels")) and given["channels"] == 0:  # legacy: 0 = as stored
+        given["channels"] = -1
+    if "decode_mode" in given:  # PicPac decodes with it, then converts to `channels` when that is set
+        mode = _decode_mode(given.pop("decode_mode"))
+        if given.get("channels", -1) is not None and _is_int(given.get("channels", -1)) \
+                and given.get("channels", -1) == -1:
+            given["channels"] = mode
+    if isinstance(given.get("pert_colorspace"), str) and given["pert_colorspace"] == "":
+        given["pert_colorspace"] = "BGR"
+    for old, key, yes, no in (("bgr2rgb", "colorspace", "RGB", "BGR"), ("channel_first", "order", "NCHW", "NHWC")):
+        if old in given:
+            value = given.pop(old)
+            if not (isinstance(value, (bool, numbers.Integral)) and value in (0, 1)):
+                raise PicPacTypeError(f"config key {old!r} must be True or False, got {value!r}")
+            if key in given:
+                raise PicPacValueError(f"config keys {old!r} and {key!r} both given; use only the latter")
+            given[key] = yes if value else no
+    if any(f"mean_color{i}" in given for i in (1, 2, 3)):
+        if "mean" in given:
+            raise PicPacValueError("config keys 'mean_color1..3' and 'mean' both given; use only 'mean'")
+        means = _mean_colors(given)
+        if any(means):
+            given["mean"] = means
+    return given
+
+
+LEGACY_KEYS = ("bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
+               *NO_OPS, *RENAMED)
+"""Every PicPac key that translate() turns into another (for typo suggestions)."""
