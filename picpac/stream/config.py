@@ -218,7 +218,7 @@ KEYS: dict[str, Key] = {
     "workers": Key(None, _int(1, MAX_WORKERS)),
     "backend": Key("thread", _choice("thread", "process")),
     "start_method": Key("spawn", _choice("spawn", "fork")),
-    "copy": Key(False, _bool),
+    "copy": Key(True, _bool),
     "vectorize": Key(None, _optional_bool),
     "profile": Key(False, _bool),
     "cache": Key(False, _bool),

@@ -368,7 +368,7 @@ class _Pipeline:
     def _warn_kept(self) -> None:
         warnings.warn("picpac: a batch from backend='process' is still referenced while its shared memory is "
                       f"reused, so its images change under you: use a batch's images before asking for {KEEP} "
-                      "more batches, or set copy=True to keep batches", RuntimeWarning, stacklevel=4)
+                      "more batches, or leave copy=True (the default) to keep batches", RuntimeWarning, stacklevel=4)
 
     def _on_error(self, task: tuple, exc: BaseException) -> None:
         if not (self.config["skip_errors"] and isinstance(exc, PicPacError)):

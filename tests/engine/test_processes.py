@@ -179,7 +179,7 @@ def make_png(w: int, h: int, value: int) -> bytes:
 
 
 def test_views_into_shared_memory_stay_valid(db, clean):
-    with picpac.ImageStream(db, batch=5, backend="process", workers=2, dtype="uint8") as s:
+    with picpac.ImageStream(db, batch=5, backend="process", workers=2, dtype="uint8", copy=False) as s:
         first = next(s)[0]
         kept = first.copy()
         assert not first.flags.owndata and first.base is not None  # a view: no copy was made
@@ -192,19 +192,22 @@ def test_views_into_shared_memory_stay_valid(db, clean):
         last = next(s)[0]
         held = last.copy()
     assert np.array_equal(last, held)  # the stream is closed and unlinked: the mapping lives on with the view
-    with picpac.ImageStream(db, batch=8, loop=False, backend="process", workers=2, preload=8) as s:
+    with picpac.ImageStream(db, batch=8, loop=False, backend="process", workers=2, preload=8, copy=False) as s:
         for last in s:  # a pass: 4 batches on a ring of 3 buffers, the last in buffer 0
             pass
         held, pids = last[0].copy(), s._pipeline._workers.pids
         first = next(s)[0]  # the next pass: same workers, and the ring counts on (last stays intact)
         assert np.array_equal(last[0], held) and s._pipeline._workers.pids == pids
         del last, first
-    with picpac.ImageStream(db, batch=5, backend="process", workers=1, copy=True) as s:
+    with picpac.ImageStream(db, batch=5, backend="process", workers=1) as s:  # copy=True, the default
         assert next(s)[0].flags.owndata
         with warnings.catch_warnings():
             warnings.simplefilter("error")
-            run(s, 5)  # copies: keeping them is fine
-    with picpac.ImageStream(db, batch=5, backend="process", workers=1) as s:
+            kept = run(s, 5)  # copies: keeping them is fine
+    with picpac.ImageStream(db, batch=5, workers=1) as s:
+        next(s)
+        assert all(np.array_equal(a[0], b[0]) for a, b in zip(kept, run(s, 5), strict=True))  # as threads make them
+    with picpac.ImageStream(db, batch=5, backend="process", workers=1, copy=False) as s:
         with pytest.warns(RuntimeWarning, match="still referenced while its shared memory is reused.*copy=True"):
             run(s, 5)  # keeps every batch: the first ones are overwritten, and that is said
 
