@@ -25,8 +25,8 @@ from __future__ import annotations
 
 from .base import KINDS, MissingPackageError, StoreReader, StoreWriter
 from .binary import BinaryReader, BinaryWriter, index_path
-from .convert import (READERS, WRITERS, ConvertReport, export_store, import_store, open_reader, open_writer,
-                      store_size)
+from .convert import (READERS, WRITERS, ConvertReport, IsolatedReader, export_store, import_store, open_reader,
+                      open_writer, store_size)
 from .checksums import crc32c, crc32c_numpy, crc32c_python, masked_crc32c
 from .example import decode_example, encode_example, read_varint
 from .hdf5 import HDF5Reader, HDF5Writer
@@ -39,7 +39,7 @@ from .tfrecord import TFRecordReader, TFRecordWriter, tfrecord_frame
 
 __all__ = [
     "KINDS", "MissingPackageError", "StoreReader", "StoreWriter", "READERS", "WRITERS", "ConvertReport",
-    "export_store", "import_store", "open_reader", "open_writer", "store_size",
+    "export_store", "import_store", "open_reader", "open_writer", "store_size", "IsolatedReader",
     "LmdbReader", "LmdbWriter", "LMDB_META_KEY", "TFRecordReader", "TFRecordWriter", "tfrecord_frame",
     "HDF5Reader", "HDF5Writer", "NpzReader", "NpzWriter", "NPZ_META_KEY", "SqliteReader", "SqliteWriter",
     "TarReader", "TarWriter", "BinaryReader", "BinaryWriter", "index_path",

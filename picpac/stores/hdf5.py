@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import zlib
 
 import numpy as np
 
@@ -92,8 +94,10 @@ class HDF5Writer(StoreWriter):
 
 class HDF5Reader(StoreReader):
     """Reads an HDF5 store lazily: opening reads the labels, groups and presence flags; ``r[i]`` reads
-    record i's elements of each field dataset and nothing else. Dataset types and lengths are checked
-    at open; damage past libhdf5's own checks can crash it or make it loop:
+    record i's elements of each field dataset and nothing else. Dataset types, lengths and sizes are
+    checked at open, before anything is read whole (see :func:`_check_storage`), and the size of each
+    variable-length element before it is read (:class:`_Lengths`); damage past libhdf5's own checks can
+    crash it or make it loop:
     :func:`picpac.stores.import_store` reads HDF5 stores in a child process."""
 
     kind = "hdf5"
@@ -109,28 +113,36 @@ class HDF5Reader(StoreReader):
                 raise CorruptError(f"{self.path}: truncated HDF5 file ({exc})") from None
             raise FormatError(f"{self.path}: not an HDF5 file ({exc})") from None
         f = self._file
+        file_size = os.path.getsize(self.path)
         try:
             if "picpac_store" not in f.attrs:
                 raise FormatError(f"{self.path}: an HDF5 file without the picpac_store attribute; "
                                   "not written by picpac (picpac export --to hdf5)")
-            self.metadata = _json_attribute(f.attrs["picpac_metadata"], self.path)
+            self.metadata = _json_attribute(_read_attribute(h5py, f, "picpac_metadata", file_size, self.path),
+                                            self.path)
             fields = self.metadata["fields"]
             datasets = {"label": (f["label"], "fiu"), "group": (f["group"], "iu"), "meta": (f["meta"], "text")}
             datasets |= {f"fields/{name}": (f["fields"][name], "bytes") for name in fields}
             datasets |= {f"present/{name}": (f["present"][name], "b") for name in fields}
         except (KeyError, ValueError, TypeError, OSError, RuntimeError) as exc:
             raise CorruptError(f"{self.path}: damaged picpac HDF5 layout ({exc})") from None
-        self._count = _check_datasets(h5py, datasets, os.path.getsize(self.path), self.path)
+        self._count = _check_datasets(h5py, datasets, file_size, self.path)
         self.labels = f["label"][:]
         self.groups = f["group"][:]
         self._meta = f["meta"]
         self.datasets = {name: f["fields"][name] for name in fields}
         self._present = {name: f["present"][name][:] for name in fields}
+        self._lengths = {name: _Lengths(h5py, dataset, name, self._count, file_size, self.path)
+                         for name, (dataset, kind) in datasets.items() if kind in ("bytes", "text")}
 
     def _read(self, i: int) -> Record:
         try:
-            fields = {name: memoryview(dataset[i]) for name, dataset in self.datasets.items()
-                      if self._present[name][i]}
+            fields = {}
+            for name, dataset in self.datasets.items():
+                if self._present[name][i]:
+                    self._lengths[f"fields/{name}"].check(i)
+                    fields[name] = memoryview(dataset[i])
+            self._lengths["meta"].check(i)
             meta = self._meta[i]
         except (OSError, ValueError) as exc:
             raise corrupt_error(self.path, i, f"cannot be read ({exc})") from None
@@ -148,6 +160,20 @@ class HDF5Reader(StoreReader):
             file.close()
 
 
+def _read_attribute(h5py, f, name: str, file_size: int, path: str) -> object:
+    """The root's attribute ``name``, once its declared size (elements x element size) fits in the file:
+    a damaged dataspace would otherwise have h5py allocate that size before reading."""
+    try:
+        attribute = h5py.h5a.open(f.id, name.encode())
+        nbytes = math.prod(attribute.shape) * attribute.get_type().get_size()
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as exc:
+        raise CorruptError(f"{path}: damaged picpac HDF5 layout: its {name} attribute cannot be read ({exc})") from None
+    if nbytes > file_size:
+        raise CorruptError(f"{path}: its {name} attribute declares {attribute.shape} elements "
+                           f"({nbytes:,} bytes) in a file of {file_size:,} bytes")
+    return f.attrs[name]
+
+
 def _json_attribute(value: object, path: str) -> object:
     """The picpac_metadata attribute (a JSON string) parsed."""
     if isinstance(value, str):
@@ -157,10 +183,17 @@ def _json_attribute(value: object, path: str) -> object:
     return load_json(value, lambda why: CorruptError(f"{path}: its picpac_metadata attribute is not JSON ({why})"))
 
 
+MAX_RATIO = 1032
+"""The most a filtered (compressed) dataset may expand over its stored bytes: deflate's limit (picpac
+writes no filters; a store recompressed with ``h5repack -f GZIP`` stays within it). A dataset claiming
+more is damaged (or a decompression bomb)."""
+
+
 def _check_datasets(h5py, datasets: dict, file_size: int, path: str) -> int:
     """The record count, once every dataset is 1-D of that length with elements of its kind (NumPy dtype
-    kinds, "bytes": variable-length uint8, "text": strings). A count beyond the file's size (a damaged
-    shape) is refused before an array of that length is read."""
+    kinds, "bytes": variable-length uint8, "text": strings), and holds its elements in the file
+    (:func:`_check_storage`). A count beyond the file's size (a damaged shape) is refused before an
+    array of that length is read."""
     count = None
     for name, (dataset, kind) in datasets.items():
         if not isinstance(dataset, h5py.Dataset):
@@ -181,4 +214,151 @@ def _check_datasets(h5py, datasets: dict, file_size: int, path: str) -> int:
             raise CorruptError(f"{path}: datasets of different lengths ({name}: {dataset.shape[0]}, label: {count})")
     if count > file_size:
         raise CorruptError(f"{path}: datasets of {count:,} records in a file of {file_size:,} bytes")
+    for name, (dataset, _) in datasets.items():
+        _check_storage(h5py, dataset, name, count, file_size, path)
     return count
+
+
+def _check_storage(h5py, dataset, name: str, count: int, file_size: int, path: str) -> None:
+    """Dataset ``name`` of ``count`` elements holds them in this file, so reading it whole (the labels,
+    groups and presence flags are) allocates no more than the file can hold:
+
+    - its data lies in the file: no external files, not a virtual dataset (a picpac store has neither,
+      and they would read other files);
+    - the bytes libhdf5 says it stores (its allocated chunks) fit in the file;
+    - unfiltered (as picpac writes it), it stores at least count x element size bytes: every chunk was
+      written, while a damaged or crafted shape with unwritten chunks would read as fill values;
+    - filtered (compressed), its elements and its chunk expand at most :data:`MAX_RATIO` times over
+      the stored bytes.
+    """
+    try:
+        plist = dataset.id.get_create_plist()
+        layout = plist.get_layout()
+        outside = layout not in (h5py.h5d.COMPACT, h5py.h5d.CONTIGUOUS, h5py.h5d.CHUNKED) or plist.get_external_count()
+        filtered = layout == h5py.h5d.CHUNKED and plist.get_nfilters() > 0
+        element = dataset.id.get_type().get_size()
+        stored = dataset.id.get_storage_size()
+    except (KeyError, ValueError, TypeError, OSError, RuntimeError) as exc:
+        raise CorruptError(f"{path}: dataset {name}'s storage cannot be read ({exc})") from None
+    if outside:
+        raise CorruptError(f"{path}: dataset {name} keeps its data outside the file (external or virtual "
+                           "storage), not what the picpac HDF5 layout has there")
+    if stored > file_size:
+        raise CorruptError(f"{path}: dataset {name} claims {stored:,} bytes of storage in a file of "
+                           f"{file_size:,} bytes")
+    if count == 0:
+        return
+    declared = count * element
+    chunk = math.prod(dataset.chunks) * element if dataset.chunks else 0
+    most = stored * MAX_RATIO if filtered else stored
+    if declared > most or chunk > most:
+        what = (f"{count:,} elements of {element} bytes ({declared:,} bytes)" if declared > most
+                else f"chunks of {chunk:,} bytes")
+        raise CorruptError(f"{path}: dataset {name} declares {what} but stores {stored:,} bytes"
+                           + (f" (compressed: more than {MAX_RATIO}:1)" if filtered else "")
+                           + "; a damaged shape or chunk layout")
+
+
+_VLEN_FILTERS = {1: "deflate", 2: "shuffle"}
+"""Filters whose output :class:`_Lengths` undoes (what ``h5repack -f GZIP / SHUF`` adds; libhdf5 puts no
+fletcher32 on a variable-length dataset)."""
+_MOST_ELEMENT = 4 + 32 + 4
+"""The most bytes a stored variable-length element takes: a u32 length, a global heap ID (an address
+of up to 32 bytes, a u32 index)."""
+_MOST_CHUNK = 64 << 20
+"""The most bytes of stored elements a chunk of a variable-length dataset may take (picpac writes 64 or
+256 elements a chunk, 1 or 4 KiB): each read of a record reads its chunk's elements to check a length."""
+
+
+class _Lengths:
+    """The stored length of each element of a variable-length dataset (``fields/<name>``, ``meta``),
+    checked before the element is read: libhdf5 allocates (and zeroes) an element's declared length,
+    up to 4 GiB, before it finds that the global heap holds less. A stored element is a u32 length
+    (little-endian) and a global heap ID, read here from the raw chunk (filters undone) or the
+    contiguous data; the length must fit in the file."""
+
+    def __init__(self, h5py, dataset, name: str, count: int, file_size: int, path: str):
+        self.dataset, self.name, self.file_size, self.path = dataset, name, file_size, path
+        self.offset = self.chunk = self._buffer = None
+        self._cached: tuple[int | None, bytes | None, int] = (None, None, 0)
+        if count == 0:
+            return
+        try:
+            plist = dataset.id.get_create_plist()
+            layout = plist.get_layout()
+            self.filters = [plist.get_filter(k)[:3] for k in range(plist.get_nfilters())]
+            if layout == h5py.h5d.CONTIGUOUS:
+                self.offset, stored = dataset.id.get_offset(), dataset.id.get_storage_size()
+        except (KeyError, ValueError, TypeError, OSError, RuntimeError) as exc:
+            raise CorruptError(f"{path}: dataset {name}'s storage cannot be read ({exc})") from None
+        unknown = [code for code, _, _ in self.filters if code not in _VLEN_FILTERS]
+        if layout == h5py.h5d.CHUNKED and not unknown and dataset.chunks[0] * _MOST_ELEMENT <= _MOST_CHUNK:
+            self.chunk = dataset.chunks[0]
+        elif layout == h5py.h5d.CONTIGUOUS and self.offset is not None and stored % count == 0 \
+                and 4 + 2 + 4 <= stored // count <= _MOST_ELEMENT:
+            self.element = stored // count
+        else:
+            how = (f"filter {unknown[0]}" if unknown else f"chunks of {dataset.chunks[0]:,} elements"
+                   if layout == h5py.h5d.CHUNKED else {h5py.h5d.COMPACT: "compact layout"}.get(layout, "its layout"))
+            raise CorruptError(f"{path}: dataset {name} is stored with {how}; picpac reads variable-length "
+                               "datasets chunked (unfiltered, or with deflate and shuffle; up to "
+                               f"{_MOST_CHUNK // _MOST_ELEMENT:,} elements a chunk) or contiguous, where each "
+                               "element's size is checked before it is read")
+
+    def check(self, i: int) -> None:
+        """A CorruptError naming record i unless its element's stored length fits in the file."""
+        if self.offset is not None:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset + i * self.element)
+                raw, at = f.read(4), 0
+        elif self.chunk is not None:
+            k = i // self.chunk
+            if self._cached[0] != k:
+                self._cached = (k, *self._read_chunk(k))
+            _, raw, element = self._cached
+            if raw is None:  # never written: fill values (empty elements)
+                return
+            at = i % self.chunk * element
+        else:
+            return
+        if len(raw) < at + 4:
+            raise corrupt_error(self.path, i, f"cannot be read (dataset {self.name} ends before its element)")
+        length = int.from_bytes(raw[at:at + 4], "little")
+        if length > self.file_size:
+            raise corrupt_error(self.path, i, f"has an element of dataset {self.name} of {length:,} bytes in a "
+                                              f"file of {self.file_size:,} bytes")
+
+    def _read_chunk(self, k: int) -> tuple[bytes | None, int]:
+        """Chunk k's stored elements, filters undone, and the size of one (None: never written, so fill
+        values). Read into a buffer of the most a chunk of stored elements takes: a damaged chunk size is
+        refused, not allocated."""
+        most = self.chunk * _MOST_ELEMENT
+        if self._buffer is None:
+            self._buffer = bytearray(2 * most + 64 if self.filters else most)
+        try:
+            mask, data = self.dataset.id.read_direct_chunk((k * self.chunk,), out=self._buffer)
+        except RuntimeError as exc:
+            if "not allocated" in str(exc):
+                return None, 0
+            raise CorruptError(f"{self.path}: chunk {k} of dataset {self.name} cannot be read ({exc})") from None
+        except ValueError as exc:  # more bytes than the buffer holds
+            raise CorruptError(f"{self.path}: chunk {k} of dataset {self.name} is too large ({exc})") from None
+        data = bytes(data)
+        for index in reversed(range(len(self.filters))):
+            code, _, values = self.filters[index]
+            if mask & (1 << index):
+                continue
+            if code == 1:
+                try:
+                    data = zlib.decompressobj().decompress(data, most + 1)
+                except zlib.error as exc:
+                    raise CorruptError(f"{self.path}: chunk {k} of dataset {self.name} does not inflate "
+                                       f"({exc})") from None
+            elif code == 2 and values and values[0] > 1:
+                size, n = values[0], len(data) // values[0]
+                data = np.frombuffer(data, np.uint8, size * n).reshape(size, n).T.tobytes() + data[size * n:]
+        element, extra = divmod(len(data), self.chunk)
+        if extra or not 4 + 2 + 4 <= element <= _MOST_ELEMENT:
+            raise CorruptError(f"{self.path}: chunk {k} of dataset {self.name} holds {len(data):,} bytes, not "
+                               f"{self.chunk} stored elements")
+        return data, element
