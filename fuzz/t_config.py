@@ -152,6 +152,7 @@ def _setup() -> None:
     if _DBS:
         return
     d = scratch()
+    os.chdir(d)  # PicPac's `dump` key writes picpac_dump/ into the working directory
     rng = np.random.default_rng(11)
     images = os.path.join(d, "config-images.picpac")
     with picpac.Writer(images, metadata={"classes": ["a", "b", "c"]}, sync=False) as w:
@@ -185,6 +186,11 @@ def _costly(parsed: dict) -> bool:
     return any((parsed[k] or 0) >= _COSTLY for k in _WINDOW + _SIDES)
 
 
+def _raw(value) -> bool:
+    """A batch's list of one field's bytes per sample (PicPac's ``raw`` key)."""
+    return isinstance(value, list) and all(isinstance(v, bytes) for v in value)
+
+
 def run_config(data: bytes) -> str:
     _setup()
     db, config = decode_config(data)
@@ -207,7 +213,7 @@ def run_config(data: bytes) -> str:
             first, err = attempt(next, iter(stream))
             errors.append(err)
             if first is not None:
-                check(isinstance(first, tuple) and all(isinstance(a, (np.ndarray, int)) for a in first),
+                check(isinstance(first, tuple) and all(isinstance(a, (np.ndarray, int)) or _raw(a) for a in first),
                       f"a batch of {[type(a) for a in first]}", "stream-batch")
         finally:
             stream.close()

@@ -9,11 +9,12 @@ import sys
 from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
 from .engine import work_pool
 from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,
-                     MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, SampleError, SourceError,
-                     VersionError, WorkerError, WriterBusyError)
+                     MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError, SampleError,
+                     SourceError, VersionError, WorkerError, WriterBusyError)
+from .file.durable import Terminated, exit_on_signals
 from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
-from .file.writer import Writer, write_arrays
+from .file.writer import APPEND, COMPACT, OVERWRITE, UnclosedWriterWarning, Writer, write_arrays
 from .image import batched, color, dense, transforms
 from .sampling import data_source
 from .stream.image_stream import ImageStream
@@ -34,4 +35,5 @@ __all__ = [
     "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",
+    "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
 ]

@@ -35,6 +35,11 @@ class MissingPathError(PicPacError, FileNotFoundError):
     """A file or directory that picpac was asked to read does not exist."""
 
 
+class PathExistsError(PicPacValueError, FileExistsError):
+    """An output path exists and replacing it was not asked for: ``Writer(path, overwrite=True)`` (PicPac's
+    ``picpac.OVERWRITE``) or ``--overwrite`` replaces it, ``append=True`` adds to a database."""
+
+
 class FormatError(PicPacError):
     """A file is not a picpac database, or its structure is invalid."""
 

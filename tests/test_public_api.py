@@ -17,6 +17,7 @@ PUBLIC = {
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
         "WriterBusyError", "ImageTooLargeError", "FileIOError",
+        "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
         "dataflow", "image", "sampling", "stores", "transforms", "color", "dense", "batched", "data_source",
         "work_pool", "ingest",
     ],
@@ -33,9 +34,9 @@ PUBLIC = {
     "picpac.ingest": ["import_dataset", "ImportReport"],
     "picpac.stores": [
         "KINDS", "open_reader", "open_writer", "import_store", "export_store", "store_size", "ConvertReport",
-        "StoreReader", "StoreWriter", "MissingPackageError", "LmdbReader", "LmdbWriter", "TFRecordReader",
-        "TFRecordWriter", "HDF5Reader", "HDF5Writer", "NpzReader", "NpzWriter", "SqliteReader", "SqliteWriter",
-        "TarReader", "TarWriter", "BinaryReader", "BinaryWriter", "crc32c", "masked_crc32c", "tfrecord_frame",
+        "IsolatedReader", "StoreReader", "StoreWriter", "MissingPackageError", "LmdbReader", "LmdbWriter",
+        "TFRecordReader", "TFRecordWriter", "HDF5Reader", "HDF5Writer", "NpzReader", "NpzWriter", "SqliteReader",
+        "SqliteWriter", "TarReader", "TarWriter", "BinaryReader", "BinaryWriter", "crc32c", "masked_crc32c", "tfrecord_frame",
         "encode_record", "decode_record", "encode_example", "decode_example", "index_path",
     ],
     "picpac.sampling": [

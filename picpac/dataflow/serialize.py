@@ -63,8 +63,10 @@ class PicPacSerializer:
     """
 
     @staticmethod
-    def save(df: DataFlow, path: str | os.PathLike, fields: list | None = None, *, format: str | None = None) -> int:
-        """Write one pass of ``df``; returns the number of records."""
+    def save(df: DataFlow, path: str | os.PathLike, fields: list | None = None, *, format: str | None = None,
+             overwrite: bool = False) -> int:
+        """Write one pass of ``df``; returns the number of records. An existing ``path`` is replaced only with
+        ``overwrite=True`` (else :class:`picpac.PathExistsError`)."""
         fmt = codec.check_format(format)
         size = _reset_and_size(df)
         if fields is not None:
@@ -83,7 +85,7 @@ class PicPacSerializer:
             if arrays:
                 meta["arrays"] = arrays
         count = 0
-        with Writer(path, metadata=meta) as writer, _bar(size, f"writing {os.fspath(path)}") as bar:
+        with Writer(path, overwrite=overwrite, metadata=meta) as writer, _bar(size, f"writing {os.fspath(path)}") as bar:
             for dp in ([first] if first is not None else []):
                 PicPacSerializer._append(writer, dp, fields, fmt)
                 count += 1

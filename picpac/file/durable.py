@@ -1,5 +1,6 @@
 """Durable output files: a temporary file beside the destination, fsync, an atomic rename, and the
-removal of temporary files that dead processes left (docs/format.md, "Writing and committing").
+removal of temporary files that dead processes left (docs/format.md, "Writing and committing"), and
+:func:`exit_on_signals`, which makes SIGTERM and SIGHUP unwind like Ctrl-C so that writers remove them.
 
 Every writer of a new file (the picpac Writer, the store writers) builds it as
 ``.{name}.{pid}-{8 hex digits}.picpac-tmp`` in the destination's directory, so the rename stays in one
@@ -12,8 +13,14 @@ import os
 import re
 import secrets
 import shutil
+import signal
 import stat
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+from ..errors import PicPacError
 
 TEMP_SUFFIX = ".picpac-tmp"
 STALE_GRACE = 60.0
@@ -186,3 +193,67 @@ def remove_temps_of(path: str, pid: int) -> None:
                 _remove(entry.path, mode)
         except OSError:
             continue  # (called while an error is raised: this must not replace it)
+
+
+# -- termination by a signal ------------------------------------------------------------------------
+TERMINATING_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+"""What batch schedulers, ``timeout``, ``docker stop`` (SIGTERM) and a closed terminal (SIGHUP) send."""
+
+
+class Terminated(SystemExit):
+    """Raised in the main thread by a signal inside :func:`exit_on_signals`. Like the KeyboardInterrupt of
+    a Ctrl-C it unwinds ``with`` blocks and ``finally`` clauses (a Writer aborts and removes its temporary
+    file), ``except Exception`` does not catch it, and uncaught it ends Python with exit status
+    128 + the signal's number (143 for SIGTERM, 129 for SIGHUP). ``signum`` is the signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(128 + signum)
+        self.signum = signum
+
+    @property
+    def signal_name(self) -> str:
+        try:
+            return signal.Signals(self.signum).name
+        except ValueError:
+            return f"signal {self.signum}"
+
+    def __str__(self) -> str:
+        return f"terminated by {self.signal_name}"
+
+    def __reduce__(self):
+        return type(self), (self.signum,)
+
+
+@contextmanager
+def exit_on_signals(signals: tuple[int, ...] = TERMINATING_SIGNALS) -> Iterator[None]:
+    """Within the block, ``signals`` (SIGTERM and SIGHUP) raise :class:`Terminated` in the main thread
+    instead of killing the process at once, so the cleanup that a Ctrl-C runs runs for them too.
+
+    Only a signal whose action is the default one is taken over: one that is ignored (``nohup``) stays
+    ignored, and a handler the program installed stays in place. The first signal raises; later ones
+    are ignored while the program unwinds, so its cleanup is not cut short (SIGKILL still stops it).
+    The previous actions are restored when the block ends. picpac's command line runs in this block;
+    the library never installs a handler by itself (a library must not change a program's signals):
+    a script that wants the same wraps its work in ``with picpac.exit_on_signals():``. It must be
+    entered in the main thread, which is where Python runs signal handlers.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        raise PicPacError("exit_on_signals() must be entered in the main thread: Python runs signal handlers "
+                          "only there")
+    fired = False
+
+    def handler(signum: int, frame) -> None:
+        nonlocal fired
+        if not fired:  # later signals: the first one's unwinding is under way
+            fired = True
+            raise Terminated(signum)
+
+    previous = {}
+    try:
+        for signum in signals:
+            if signal.getsignal(signum) == signal.SIG_DFL:
+                previous[signum] = signal.signal(signum, handler)
+        yield
+    finally:
+        for signum, action in previous.items():
+            signal.signal(signum, action)

@@ -20,7 +20,8 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..errors import CorruptError, FormatError
+from ..errors import CorruptError, FormatError, PathExistsError
+from . import durable
 from .layout import (FIELD_ENTRY_SIZE, HEADER_SIZE, INDEX_DTYPE, NO_GROUP, RECORD_HEAD, crc32, field_table,
                      index_offset_after, load_json, read_commit, read_header)
 from .writer import Writer
@@ -65,23 +66,30 @@ class _Commit:
     end: int
 
 
-def repair(path: str | os.PathLike, output: str | os.PathLike | None = None, *, sync: bool = True) -> RepairReport:
+def repair(path: str | os.PathLike, output: str | os.PathLike | None = None, *, overwrite: bool = False,
+           sync: bool = True) -> RepairReport:
     """Recover the newest commit of the database at ``path`` and write its intact records to ``output``.
 
-    Without ``output`` the repaired database replaces ``path`` (atomically, as ``Writer(path)``
-    does). A database with nothing to repair (intact header slots, every record matching its
-    checksum, nothing after the newest commit) is left as it is and no output is written.
+    Without ``output`` the repaired database replaces ``path`` (atomically, as ``Writer(path,
+    overwrite=True)`` does). An existing ``output`` (other than ``path``) is replaced only with ``overwrite``
+    (``--overwrite``). A database with nothing to repair (intact header slots, every record matching
+    its checksum, nothing after the newest commit) is left as it is and no output is written.
     """
     path = os.fspath(path)
+    if output is not None:
+        output = os.fspath(output)
+        if not overwrite and os.path.exists(output) and durable.target(output) != durable.target(path):
+            raise PathExistsError(f"{output}: already exists; pass --overwrite (overwrite=True) to replace it "
+                                  "with the repaired database")
     with open(path, "rb") as file:
         size = os.fstat(file.fileno()).st_size
         if size < HEADER_SIZE:
             raise CorruptError(f"{path}: {size} bytes, shorter than the {HEADER_SIZE}-byte header: nothing to repair")
         with mmap.mmap(file.fileno(), size, prot=mmap.PROT_READ) as buf:
-            return _repair(path, buf, size, None if output is None else os.fspath(output), sync)
+            return _repair(path, buf, size, output, overwrite, sync)
 
 
-def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, sync: bool) -> RepairReport:
+def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, overwrite: bool, sync: bool) -> RepairReport:
     readable, slot_commit, damaged_slots = _header_commit(path, buf, size)
     walked, commits, end = _walk(buf, size)
     # the newest commit lies furthest on; on a tie, the one an intact slot describes
@@ -96,11 +104,12 @@ def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, sync: bool
     if not (damaged_slots or report.damaged or uncommitted or report.tail_bytes or newest is not slot_commit):
         return report
     report.output = output or path
+    replacing = output is None or durable.target(output) == durable.target(path)  # DB itself is replaced
     metadata = {k: v for k, v in newest.metadata.items() if k != "fields"}
     now = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     metadata["repaired"] = {"time": now, "by": f"picpac {__version__}", "records": len(records),
                             "dropped": len(report.damaged)}
-    with Writer(report.output, metadata=metadata, sync=sync) as writer:
+    with Writer(report.output, overwrite=replacing or overwrite, metadata=metadata, sync=sync) as writer:
         for fields, label, group, meta in records:
             writer.append(fields, label=label, group=group, meta=meta)
     return report

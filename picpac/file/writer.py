@@ -7,6 +7,7 @@ import json
 import numbers
 import os
 import platform
+import sys
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -14,13 +15,48 @@ from typing import Any
 import numpy as np
 
 from .. import __version__
-from ..errors import CorruptError, MissingPathError, PicPacError, PicPacTypeError, PicPacValueError, WriterBusyError
+from ..errors import (CorruptError, MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError,
+                      WriterBusyError)
 from . import durable
 from .layout import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
                      RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
                      index_offset_after, pack_header, parse_arrays, read_commit, read_header)
 
 _INT64 = np.iinfo(np.int64)
+
+# PicPac's Writer flags, as ``picpac.Writer(path, picpac.OVERWRITE)`` takes them (same values as PicPac's).
+OVERWRITE = 4
+"""Replace the database at the path if there is one (PicPac's flag; ``overwrite=True``)."""
+COMPACT = 2
+"""PicPac's flag for records without 4 KiB padding: picpac never pads, so it changes nothing."""
+APPEND = 8
+"""Add records to the database at the path, creating it if missing (``append=True``; PicPac has no append)."""
+_INDEX_LABEL2 = 1  # PicPac's INDEX_LABEL2: refused, a picpac record has one label
+
+
+class UnclosedWriterWarning(UserWarning):
+    """A Writer was garbage-collected without ``close()`` (or the end of its ``with`` block): what it
+    appended since its last commit was discarded. A UserWarning, so Python shows it by default."""
+
+
+def _open_mode(path: str, flags: Any, append: Any, overwrite: Any) -> tuple[bool, bool]:
+    """(append, overwrite) from PicPac's ``flags`` and the keywords."""
+    if isinstance(flags, bool) or not isinstance(flags, numbers.Integral):
+        raise PicPacTypeError(f"Writer flags must be an int made of picpac.OVERWRITE, picpac.APPEND and "
+                              f"picpac.COMPACT, got {flags!r}; pass append=True or overwrite=True by keyword")
+    flags = int(flags)
+    if flags > 0 and flags & _INDEX_LABEL2:
+        raise PicPacValueError(f"{path}: Writer flag INDEX_LABEL2 (1) of PicPac is not supported: a picpac "
+                               "record has one float label; keep a second one in the record's meta")
+    if flags < 0 or flags & ~(OVERWRITE | COMPACT | APPEND):
+        raise PicPacValueError(f"{path}: unknown Writer flags {flags:#x}; the flags are picpac.OVERWRITE (4), "
+                               "picpac.COMPACT (2) and picpac.APPEND (8)")
+    append = bool(append) or bool(flags & APPEND)
+    overwrite = bool(overwrite) or bool(flags & OVERWRITE)
+    if append and overwrite:
+        raise PicPacValueError(f"{path}: append and overwrite exclude each other: append adds records to the "
+                               "database, overwrite replaces it")
+    return append, overwrite
 
 
 def _as_bytes(name: str, value: Any) -> memoryview:
@@ -87,19 +123,23 @@ def _same_file(fd: int, path: str) -> bool:
 class Writer:
     """Write records to a picpac database.
 
-    ``Writer(path)`` builds a new database in a temporary file beside ``path`` and renames it over
+    ``Writer(path)`` builds a new database in a temporary file beside ``path`` and moves it to
     ``path`` on :meth:`close` (or the first :meth:`commit`), so ``path`` only ever holds a complete
-    database. ``Writer(path, append=True)`` adds records to an existing database in place; nothing
-    becomes visible until a commit, and an interrupted append leaves the last committed state.
-    Leaving a ``with`` block by an exception discards the uncommitted records. When ``path`` is a
-    symbolic link, the file it points to is written (or created) and the link is kept.
+    database. An existing ``path`` is refused (:class:`PathExistsError`) unless ``overwrite=True``
+    (PicPac's ``Writer(path, picpac.OVERWRITE)``) asks to replace it. ``Writer(path, append=True)``
+    (``picpac.APPEND``) adds records to an existing database in place; nothing becomes visible until a
+    commit, and an interrupted append leaves the last committed state. Leaving a ``with`` block by an
+    exception, or dropping the Writer without :meth:`close` (an :class:`UnclosedWriterWarning`),
+    discards the uncommitted records. When ``path`` is a symbolic link, the file it points to is
+    written (or created) and the link is kept.
     """
 
-    def __init__(self, path: str | os.PathLike, append: bool = False, *,
+    def __init__(self, path: str | os.PathLike, flags: int = 0, *, append: bool = False, overwrite: bool = False,
                  metadata: Mapping[str, Any] | None = None, sync: bool = True):
         if not isinstance(path, (str, os.PathLike)):
             raise PicPacTypeError(f"path must be str or os.PathLike, got {type(path).__name__}")
         self.path = os.fspath(path)
+        append, self._overwrite = _open_mode(self.path, flags, append, overwrite)
         self._target = durable.target(self.path)  # a symlink's target is written; the link stays
         self._sync = sync
         extra = _check_metadata(metadata)
@@ -112,13 +152,21 @@ class Writer:
         self._temp_path: str | None = None
         self._created: Commit | None = None  # the empty commit of a database an append created
         if not append:
+            if os.path.isdir(self._target):
+                raise PicPacValueError(f"{self.path}: is a directory; name the database file to create")
+            if not self._overwrite and os.path.lexists(self._target):
+                raise self._exists()
             self._create()
         elif not self._open_existing():
             self._create()
             self._publish_empty()
-        self._metadata.update(extra)
-        self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
-        self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
+        try:
+            self._metadata.update(extra)
+            self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
+            self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
+        except BaseException:
+            self.abort()  # a Writer that failed to open is not one dropped without close()
+            raise
 
     # -- opening ---------------------------------------------------------------------------
     def _create(self) -> None:
@@ -137,6 +185,10 @@ class Writer:
             "fields": [],
             "created": {"time": now, "by": f"picpac {__version__}", "host": platform.node()},
         }
+
+    def _exists(self) -> PathExistsError:
+        return PathExistsError(f"{self.path}: already exists; to replace it pass overwrite=True "
+                               "(picpac.Writer(path, picpac.OVERWRITE)), to add records to it append=True")
 
     def _open_existing(self) -> bool:
         """Open ``path`` to append to it, holding its lock; False when there is no file to open."""
@@ -317,15 +369,34 @@ class Writer:
         if self._temp_path is None:
             self._write_commit()
             return
-        replaced = self._lock_replaced()
+        if not self._overwrite and os.path.lexists(self._target):
+            raise self._exists()  # before the commit region is written: the Writer stays as it was
+        replaced = self._lock_replaced() if self._overwrite else None
         try:
             self._write_commit()
-            os.replace(self._temp_path, self._target)
+            if self._overwrite:
+                os.replace(self._temp_path, self._target)
+            else:
+                self._publish_new()
         finally:
             if replaced is not None:
                 os.close(replaced)
         self._temp_path = None
         self._fsync_directory()
+
+    def _publish_new(self) -> None:
+        """Give the committed temporary file the name ``path``, unless a file took that name meanwhile:
+        without ``overwrite`` nothing is replaced, not even a file made after the Writer started."""
+        try:
+            os.link(self._temp_path, self._target)
+        except FileExistsError:
+            raise self._exists() from None
+        except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
+            if os.path.lexists(self._target):
+                raise self._exists() from None
+            os.rename(self._temp_path, self._target)
+        else:
+            os.unlink(self._temp_path)
 
     def _write_commit(self) -> None:
         meta = json.dumps(self._metadata, separators=(",", ":")).encode()
@@ -391,8 +462,11 @@ class Writer:
                 pass
             self._file = None
             if self._temp_path is not None:
-                os.unlink(self._temp_path)
-                self._temp_path = None
+                temp, self._temp_path = self._temp_path, None
+                try:
+                    os.unlink(temp)
+                except FileNotFoundError:  # renamed to path by a commit that a signal cut short
+                    pass
 
     def _fsync(self) -> None:
         if self._sync:
@@ -412,21 +486,37 @@ class Writer:
             self.abort()
 
     def __del__(self) -> None:
-        if getattr(self, "_file", None) is not None:
-            warnings.warn(f"{self.path}: Writer was never closed; its uncommitted records are discarded",
-                          ResourceWarning, stacklevel=2)
+        if getattr(self, "_file", None) is None:
+            return
+        lost = self._count - self._commit.count
+        if self._temp_path is not None:
+            state = f"{self.path} was not written"
+        elif self._created == self._commit:
+            state = f"the empty database it created at {self.path} was removed"
+        else:
+            state = f"{self.path} keeps its last commit"
+        message = (f"picpac.Writer({self.path!r}) was dropped without close(): {lost} record(s) appended since the "
+                   f"last commit were not committed and {state}; call close() (or use `with picpac.Writer(...) "
+                   "as w:`) to commit them")
+        try:
             self.abort()
+        finally:
+            try:
+                warnings.warn(message, UnclosedWriterWarning, stacklevel=2)
+            except Exception:  # at interpreter exit the warnings machinery may be gone: say it anyway
+                print(f"UnclosedWriterWarning: {message}", file=sys.stderr)
 
 
 def write_arrays(path: str | os.PathLike, images: Any, labels: Any = None, *, groups: Any = None,
-                 metadata: Mapping[str, Any] | None = None, field: str = "image", sync: bool = True) -> int:
+                 metadata: Mapping[str, Any] | None = None, field: str = "image", overwrite: bool = False,
+                 sync: bool = True) -> int:
     """Write ``images`` (N, H, W[, C]) of a numeric dtype as a new database of N array records.
 
     Each record's ``field`` holds one array's raw bytes (C order, little-endian) and the dataset
     metadata declares the field: ``{"arrays": {field: {"shape": [H, W, C], "dtype": "uint8"}}}``, so
     ImageStream reads the arrays without decoding and batches them on its vectorised path
     (docs/arrays.md). ``labels`` (N numbers, default 0) and ``groups`` (N ints or None) go to the
-    index. Returns N.
+    index. An existing ``path`` is replaced only with ``overwrite=True``. Returns N.
     """
     images = np.asarray(images)
     if images.ndim < 2 or not len(images):
@@ -447,7 +537,7 @@ def write_arrays(path: str | os.PathLike, images: Any, labels: Any = None, *, gr
     declared = meta.get(ARRAYS_KEY)
     meta[ARRAYS_KEY] = {**(declared if isinstance(declared, Mapping) else {}),
                         field: ArraySpec(images.shape[1:], dtype).to_json()}
-    with Writer(path, metadata=meta, sync=sync) as writer:
+    with Writer(path, overwrite=overwrite, metadata=meta, sync=sync) as writer:
         for i in range(n):
             writer.append({field: images[i]}, label=labels.item(i), group=None if groups is None else groups[i].item())
     return n

@@ -65,7 +65,7 @@ class Shapes:
                 kind = spec["type"]
                 shape_parts = _parts(kind, spec["geometry"])
             except (KeyError, TypeError, ValueError) as exc:
-                raise PicPacValueError(f"annotation shape {s} is malformed ({exc!r}); see docs/augment.md") from None
+                raise PicPacValueError(f"annotation shape {s} is malformed ({exc!r}); see `picpac docs augment`") from None
             if not all(shape_parts):
                 raise PicPacValueError(f"annotation shape {s} ({kind}) has no points")
             parts += shape_parts

@@ -20,6 +20,29 @@ from ..file.kinds import file_kind
 
 FORMATS = ("auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
            "coco", "yolo", "yolo-seg", "maskdir")
+PICPAC_NUMBERS = {"0": "dir", "1": "list", "2": "classdirs", "3": "annolist", "4": "masklist"}
+"""PicPac's ``picpac-import -f N`` numbers and the formats they name: the one table that both
+``picpac import -f`` and ``picpac-import -f`` (and :func:`format_name`) read."""
+_UNSUPPORTED_NUMBERS = {
+    "5": "5 (re-encoding a PicPac database) is not supported: import the images themselves, with --max-size "
+         "to shrink them; `picpac import --from FORMAT` converts a dataset in another storage format",
+    "6": "6 (ImageNet tar files) is not supported: unpack the tar files into one folder per class and "
+         "import that folder with -f imagefolder",
+}
+
+
+def format_name(format: str | int) -> str:
+    """The format that ``format`` names: one of :data:`FORMATS`, or PicPac's number (0-4, as int or
+    str) of one; anything else raises :class:`SourceError` listing what is accepted."""
+    text = str(format).strip().lower() if isinstance(format, (str, int)) and not isinstance(format, bool) else None
+    if text in FORMATS:
+        return text
+    if text in PICPAC_NUMBERS:
+        return PICPAC_NUMBERS[text]
+    if text in _UNSUPPORTED_NUMBERS:
+        raise SourceError(f"format {_UNSUPPORTED_NUMBERS[text]}")
+    raise SourceError(f"unknown import format {format!r}; use one of {', '.join(FORMATS)}, or PicPac's numbers "
+                      + ", ".join(f"{n} ({name})" for n, name in PICPAC_NUMBERS.items()))
 IMAGE_EXTENSIONS = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
 MAX_FILE_BYTES = 1 << 30
 """The largest file an import reads (an image, a mask, a list, CSV, COCO, YAML or label file): a larger
@@ -155,6 +178,16 @@ def is_number(text: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def class_labels(texts: list[str]) -> tuple[list[float], list[str] | None]:
+    """Labels as numbers when every text is one; else class names: the sorted names become the classes
+    and each label its name's position (CSV and list files)."""
+    if all(map(is_number, texts)):
+        return [float(t) for t in texts], None
+    classes = sorted(set(texts))
+    position = {name: float(i) for i, name in enumerate(classes)}
+    return [position[t] for t in texts], classes
 
 
 def resolve_path(root: str, path: str) -> str:

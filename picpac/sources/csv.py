@@ -7,7 +7,7 @@ import io
 
 from ..errors import SourceError
 from ..file.layout import NO_GROUP
-from .base import SourceItem, is_number, read_text, resolve_path
+from .base import SourceItem, class_labels, read_text, resolve_path
 
 _CSV_COLUMNS = ("path", "label", "group", "annotation", "mask")
 
@@ -36,12 +36,7 @@ def _csv_labels(rows: list[tuple[str, dict[str, str]]]) -> tuple[list[float], li
     for where, cells in rows:
         if not cells["label"]:
             raise SourceError(f"{where}: empty label; give every row a label (a number or a class name)")
-    texts = [cells["label"] for _, cells in rows]
-    if all(map(is_number, texts)):
-        return [float(t) for t in texts], None
-    classes = sorted(set(texts))
-    position = {name: float(i) for i, name in enumerate(classes)}
-    return [position[t] for t in texts], classes
+    return class_labels([cells["label"] for _, cells in rows])
 
 
 def _csv_item(root: str, where: str, cells: dict[str, str], label: float) -> SourceItem:

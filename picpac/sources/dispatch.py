@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 
 from ..errors import MissingPathError, SourceError
-from .base import FORMATS, Listing, SourceItem, annotation_json, data_lines, is_number, walk_images
+from .base import (IMAGE_EXTENSIONS, Listing, SourceItem, annotation_json, data_lines, format_name, is_number, resolve_path,
+                   walk_images)
 from .coco import read_coco
 from .csv import read_csv
 from .folders import scan_folder
@@ -21,7 +22,7 @@ _LABELLED_FORMATS = ("yolo", "yolo-seg", "maskdir")
 
 def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike | None = None,
          labels: str | os.PathLike | None = None, classes: str | os.PathLike | None = None) -> Listing:
-    """List the items of ``src`` read as ``format`` (one of :data:`FORMATS`).
+    """List the items of ``src`` read as ``format`` (one of :data:`FORMATS`, or PicPac's number of one).
 
     Relative paths in list, CSV and COCO files are taken from ``root`` (default: the file's
     directory); ``root`` does not apply to folders. ``labels`` (the folder of YOLO label files or
@@ -29,15 +30,14 @@ def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike |
     formats yolo, yolo-seg and maskdir only.
     """
     src = os.fspath(src)
-    if format not in FORMATS:
-        raise SourceError(f"unknown import format {format!r}; use one of {', '.join(FORMATS)}")
+    format = format_name(format)
     for name, value in (("labels", labels), ("classes", classes)):
         if value is not None and format not in _LABELLED_FORMATS:
             raise SourceError(f"{name} (--{name}) applies to the formats {', '.join(_LABELLED_FORMATS)}, "
                               f"not to {format!r}; leave it out, or name one of those formats with -f")
     if not os.path.exists(src):
         raise MissingPathError(f"{src}: no such file or directory; pass a folder of images, "
-                               "a list file, a CSV or a COCO JSON file (docs/import.md)")
+                               "a list file, a CSV or a COCO JSON file (see `picpac docs import`)")
     if not os.path.isdir(src):
         return _scan_file(src, format, None if root is None else os.fspath(root))
     if format in _FILE_FORMATS:
@@ -63,7 +63,7 @@ def _scan_file(src: str, format: str, root: str | None) -> Listing:
                                f"relative paths in {src} start from")
     root = os.path.abspath(root)
     if format == "auto":
-        format = _detect_file_format(src)
+        format = _detect_file_format(src, root)
     source = f"{format} {os.path.abspath(src)}"
     if format == "csv":
         items, classes = read_csv(src, root)
@@ -71,10 +71,11 @@ def _scan_file(src: str, format: str, root: str | None) -> Listing:
     if format == "coco":
         items, classes = read_coco(src, root)
         return Listing(items, classes, source, root)
-    return Listing(list(read_list(src, root, format)), None, source, root)
+    items, classes = read_list(src, root, format)
+    return Listing(items, classes, source, root)
 
 
-def _detect_file_format(src: str) -> str:
+def _detect_file_format(src: str, root: str) -> str:
     if src.lower().endswith(".csv"):
         return "csv"
     if src.lower().endswith(".json"):
@@ -83,7 +84,14 @@ def _detect_file_format(src: str) -> str:
         columns = split_columns(line)
         if len(columns) < 2 or is_number(columns[1]):
             return "list"
-        return "annolist" if columns[1].lstrip().startswith("{") else "masklist"
+        if columns[1].lstrip().startswith("{"):
+            return "annolist"
+        # a mask list's second column is a path: an existing file, or one named as an image; anything
+        # else (a class name such as `cat`) is a list's label
+        second = columns[1].strip()
+        if os.path.splitext(second)[1].lower() in IMAGE_EXTENSIONS or os.path.isfile(resolve_path(root, second)):
+            return "masklist"
+        return "list"
     return "list"
 
 

@@ -1,11 +1,9 @@
-"""PicPac's list files, one image a line: ``path<TAB>label`` (list), ``path<TAB>json-annotation``
-(annolist) and ``path<TAB>mask-path`` (masklist)."""
+"""PicPac's list files, one image a line: ``path<TAB>label`` (list; labels are numbers, or class
+names), ``path<TAB>json-annotation`` (annolist) and ``path<TAB>mask-path`` (masklist)."""
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from ..errors import SourceError
-from .base import SourceItem, data_lines, resolve_path
+from .base import SourceItem, class_labels, data_lines, resolve_path
 
 
 def split_columns(line: str, last: bool = False) -> list[str]:
@@ -18,7 +16,10 @@ def split_columns(line: str, last: bool = False) -> list[str]:
 _LIST_SYNTAX = {"list": "path<TAB>label", "annolist": "path<TAB>json-annotation", "masklist": "path<TAB>mask-path"}
 
 
-def read_list(src: str, root: str, format: str) -> Iterator[SourceItem]:
+def read_list(src: str, root: str, format: str) -> tuple[list[SourceItem], list[str] | None]:
+    """The items of a list file and, for a ``list`` whose labels are class names, the classes (the sorted
+    names; each label is its name's position, as in a CSV)."""
+    items, texts = [], []
     for number, line in data_lines(src):
         where = f"{src}:{number}"
         columns = split_columns(line, last=format == "list")
@@ -26,16 +27,15 @@ def read_list(src: str, root: str, format: str) -> Iterator[SourceItem]:
             raise SourceError(f"{where}: expected `{_LIST_SYNTAX[format]}`, got {line!r}")
         path, rest = resolve_path(root, columns[0].strip()), columns[1]
         if format == "list":
-            yield SourceItem(path, label=_label(rest.strip(), where), line=where)
+            items.append(SourceItem(path, line=where))
+            texts.append(rest.strip())
         elif format == "annolist":
-            yield SourceItem(path, annotation=rest.encode(), line=where)
+            items.append(SourceItem(path, annotation=rest.encode(), line=where))
         else:
-            yield SourceItem(path, mask_path=resolve_path(root, rest.strip()), line=where)
-
-
-def _label(text: str, where: str) -> float:
-    try:
-        return float(text)
-    except ValueError:
-        raise SourceError(f"{where}: label {text!r} is not a number; list labels are numbers "
-                          "(use a CSV with a label column for class names)") from None
+            items.append(SourceItem(path, mask_path=resolve_path(root, rest.strip()), line=where))
+    if format != "list":
+        return items, None
+    labels, classes = class_labels(texts)
+    for item, label in zip(items, labels):
+        item.label = label
+    return items, classes

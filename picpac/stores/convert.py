@@ -23,7 +23,7 @@ from functools import partial
 from typing import Any, NoReturn
 
 from .. import errors
-from ..errors import CorruptError, FileIOError, FormatError, PicPacError, PicPacValueError, WorkerError
+from ..errors import CorruptError, FileIOError, FormatError, PathExistsError, PicPacError, PicPacValueError, WorkerError
 from ..file import durable
 from ..file.reader import Reader, Record
 from ..file.writer import Writer
@@ -62,9 +62,11 @@ def _kind(kind: str) -> str:
     return kind
 
 
-def open_writer(path: str | os.PathLike, kind: str, *, metadata: Mapping[str, Any] | None = None) -> StoreWriter:
-    """A writer of store format ``kind`` (one of :data:`KINDS`) building ``path``."""
-    return WRITERS[_kind(kind)](path, metadata=metadata)
+def open_writer(path: str | os.PathLike, kind: str, *, metadata: Mapping[str, Any] | None = None,
+                **options: Any) -> StoreWriter:
+    """A writer of store format ``kind`` (one of :data:`KINDS`) building ``path``; ``options`` go to the
+    format's writer (``fields=[...]`` for ``tar``: the dataset's field names up front)."""
+    return WRITERS[_kind(kind)](path, metadata=metadata, **options)
 
 
 def _reopen(path: str, kind: str, check: bool) -> StoreReader:
@@ -226,7 +228,10 @@ def _child_main(work: Callable[[Callable[..., None]], None], fd: int, parents_en
         os.close(parents_end)
         os.dup2(log, 1)  # a library printing to stdout or stderr must not reach the parent's terminal or pipes
         os.dup2(log, 2)
-        signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's: it stops this process
+        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+            # Ctrl-C, and SIGTERM or SIGHUP sent to the whole process group (a batch scheduler, a closed
+            # terminal), are the parent's: it stops this process and removes what it left
+            signal.signal(signum, signal.SIG_IGN)
         if sys.platform.startswith("linux"):
             try:  # the kernel kills this process when the parent dies, even stuck in a library's loop
                 ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -424,7 +429,7 @@ class ConvertReport:
 
 def _check_target(path: str, overwrite: bool) -> None:
     if os.path.lexists(path) and not overwrite:
-        raise PicPacValueError(f"{path}: already exists; pass --overwrite (overwrite=True) to replace it")
+        raise PathExistsError(f"{path}: already exists; pass --overwrite (overwrite=True) to replace it")
 
 
 def _meta(record: Record, source: str) -> dict:
@@ -469,7 +474,9 @@ def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None 
             send(_HEAD, json.dumps({"count": len(reader)}).encode())
             progress = partial(_SentProgress, send)
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
-        with output_errors(dst, _write_errors(kind)), open_writer(dst, kind, metadata=metadata) as writer:
+        # tar names the image member by its type unless a field has that name: it needs every name first
+        options = {"fields": reader.fields} if kind == "tar" else {}
+        with output_errors(dst, _write_errors(kind)), open_writer(dst, kind, metadata=metadata, **options) as writer:
             _copy(reader, writer, db, progress)
         return len(reader)
 
@@ -507,7 +514,7 @@ def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, ov
     _check_target(db, overwrite)
     with (IsolatedReader(src, kind) if kind in CHILD_READS else open_reader(src, kind)) as reader:
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
-        with output_errors(db), Writer(db, metadata=metadata) as writer:
+        with output_errors(db), Writer(db, overwrite=overwrite, metadata=metadata) as writer:
             _copy(reader, writer, src, progress)
         count = len(writer)
     return ConvertReport("imported", count, f"{kind} {src}", store_size(src, kind), db, os.path.getsize(db),

@@ -18,15 +18,18 @@ def batch_plan(readers: list[Reader], config: dict[str, Any], processor: Process
     c = config
     if c["vectorize"] is False:
         return None, "vectorize=False"
-    specs = [reader.arrays.get("image") for reader in readers]
+    name = c["image_field"]
+    if not isinstance(name, str):
+        return None, f"image_field={name} names a field by number (the per-sample path reads it)"
+    specs = [reader.arrays.get(name) for reader in readers]
     if specs[0] is None:
-        return None, "the database's 'image' field is not declared as an array (metadata 'arrays')"
+        return None, f"the database's {name!r} field is not declared as an array (metadata 'arrays')"
     if any(spec != specs[0] for spec in specs[1:]):
-        return None, f"the mixin's 'image' field is not the same array as the database's ({specs[0]})"
+        return None, f"the mixin's {name!r} field is not the same array as the database's ({specs[0]})"
     if c["annotate"] is not None or c["task"] != "classify":
         return None, f"task={c['task']!r} (annotations go through the per-sample path)"
-    if c["raw"] or c["images"]:
-        return None, "raw/images name fields by number (the per-sample path reads them)"
+    if c["raw"]:
+        return None, "raw names fields by number (the per-sample path reads them)"
     plan = batched.plan(processor.fixed + processor.random, specs[0].shape)
     return (None, plan) if isinstance(plan, str) else (plan, None)
 
@@ -43,7 +46,8 @@ class BatchLoader:
         self.readers, self.config, self.sources, self.records = readers, config, sources, records
         self.processor = Processor(config)
         self.plan, _ = batch_plan(readers, config, self.processor)
-        self.spec = readers[0].arrays["image"]
+        self.field = config["image_field"]
+        self.spec = readers[0].arrays[self.field]
 
     def __getstate__(self) -> dict[str, Any]:
         return {"readers": self.readers, "config": self.config, "sources": self.sources, "records": self.records}
@@ -70,7 +74,7 @@ class BatchLoader:
         errors: dict[int, PicPacError] = {}
         for source in np.unique(sources).tolist():
             mine = np.flatnonzero(sources == source) if data is not None else np.arange(n)
-            part, failed = _array_bytes(self.readers[source], records[mine], spec)
+            part, failed = _array_bytes(self.readers[source], records[mine], spec, self.field)
             errors.update((int(mine[i]), exc) for i, exc in failed.items())
             if data is None:
                 data = part
@@ -90,8 +94,9 @@ class BatchLoader:
         return images, positions, first + good, [(first + i, errors[i]) for i in sorted(errors)]
 
 
-def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.ndarray, dict[int, PicPacError]]:
-    """The 'image' bytes of ``records`` as rows (len(records), spec.nbytes), checked; and the records that
+def _array_bytes(reader: Reader, records: np.ndarray, spec: Any, field: str = "image"
+                 ) -> tuple[np.ndarray, dict[int, PicPacError]]:
+    """The ``field`` (image) bytes of ``records`` as rows (len(records), spec.nbytes), checked; and the records that
     fail, by position (their rows hold zeros).
 
     Records written back to back (write_arrays) are copied whole, by one np.take into this thread's
@@ -103,13 +108,13 @@ def _array_bytes(reader: Reader, records: np.ndarray, spec: Any) -> tuple[np.nda
     if reader.stride:
         rows = batched.buffer(f"records of {reader.path}", (len(records), reader.stride), np.uint8)
         reader.take(records, rows)
-    starts, lengths, problems = reader.spans(records, "image", rows, once=True)
+    starts, lengths, problems = reader.spans(records, field, rows, once=True)
     failed: dict[int, PicPacError] = {}
     for i in np.flatnonzero(lengths != spec.nbytes).tolist():
         record = int(records[i])
         failed[i] = CorruptRecordError(reader.path, record, problems[i]) if i in problems else \
-            SampleError(reader.path, record, "has no 'image' field") if lengths[i] < 0 else \
-            array_size_error(reader.path, record, "image", int(lengths[i]), spec)
+            SampleError(reader.path, record, f"has no {field!r} field") if lengths[i] < 0 else \
+            array_size_error(reader.path, record, field, int(lengths[i]), spec)
     if rows is not None:
         delta = starts - np.arange(len(records), dtype=np.int64) * rows.shape[1]
         if not failed and len(delta) and (delta == delta[0]).all():

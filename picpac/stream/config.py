@@ -138,36 +138,36 @@ def _field_index(name: str, value: Any) -> int:
     return int(value)
 
 
-def _one_field(name: str, value: Any) -> int | None:
-    """PicPac v2's list of field indices (or one index), of which we take one; None for []."""
-    if isinstance(value, (list, tuple)):
-        if len(value) > 1:
-            raise PicPacValueError(f"config key {name!r}: {list(value)} names several fields; one is supported")
-        return _field_index(name, value[0]) if value else None
+def _field(name: str, value: Any) -> str | int:
+    """A field of the record: its name, or PicPac's field number (the record's k-th field)."""
+    if isinstance(value, str):
+        if not value:
+            raise PicPacValueError(f"config key {name!r} must name a field, got ''")
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise PicPacTypeError(f"config key {name!r} must be a field name (str) or a field index (int), got {value!r}")
     return _field_index(name, value)
 
 
-def _annotate(name: str, value: Any) -> str | int | None:
-    """None, 'json', 'image', 'auto' (the image itself is the target), or a field index (v2: JSON or
-    image, told by its first byte). PicPac's forms: False/'none'/'' off, True = [1] (v2, 2018), [k]."""
+def _optional_field(name: str, value: Any) -> str | int | None:
+    return None if value is None else _field(name, value)
+
+
+ANNOTATE = ("json", "image", "auto", "any")
+
+
+def _annotate(name: str, value: Any) -> str | None:
+    """None, 'json', 'image', 'auto' (the image itself is the target) or 'any' (JSON or an image, told by
+    the field's first byte); 'none' and '' are None. PicPac's True and [k] are translated first (legacy.py)."""
     if value is None or value is False:
         return None
-    if value is True:
-        return 1
     if isinstance(value, str):
         if value.lower() in ("", "none"):
             return None
-        if value.lower() in ("json", "image", "auto"):
+        if value.lower() in ANNOTATE:
             return value.lower()
-        raise PicPacValueError(f"config key 'annotate' must be one of None, 'json', 'image', 'auto', 'none', "
-                               f"True/False or a list of field indices like [1], got {value!r}")
-    field = _one_field(name, value)
-    return "auto" if field == 0 else field
-
-
-def _images(name: str, value: Any) -> int:
-    field = _one_field(name, value)
-    return 0 if field is None else field
+    raise PicPacValueError(f"config key 'annotate' must be one of None, 'json', 'image', 'auto', 'any', 'none', "
+                           f"True/False or a list of field indices like [1], got {value!r}")
 
 
 def _fields(name: str, value: Any) -> tuple:
@@ -235,7 +235,7 @@ KEYS: dict[str, Key] = {
     "mixin_max": Key(0, _int(0)),
     "mixin_randomize": Key(False, _bool),
     # decoding and geometry
-    "images": Key(0, _images),
+    "image_field": Key("image", _field),
     "raw": Key((), _fields),
     "channels": Key(3, _choice(1, 3, -1)),
     "reduced_decode": Key(True, _bool),
@@ -263,6 +263,7 @@ KEYS: dict[str, Key] = {
     "transforms": Key((), _transforms),
     # annotations and tasks
     "annotate": Key(None, _annotate),
+    "annotation_field": Key(None, _optional_field),
     "anno_type": Key(None, _anno_type),
     "anno_min_ratio": Key(0.0, _bounded(0, 1)),
     "point_radius": Key(None, _optional_radius),
@@ -322,6 +323,12 @@ def _check_together(c: dict[str, Any]) -> None:
         raise PicPacValueError("config keys 'mean'/'std' need dtype='float32' (normalised values are not uint8)")
     if c["dtype"] == "uint8" and c["value_range"] != "0-255":
         raise PicPacValueError(f"config key 'value_range' ({c['value_range']!r}) needs dtype='float32'")
+    if c["annotation_field"] is not None:
+        if c["annotate"] is None:
+            c["annotate"] = "any"
+        elif c["annotate"] == "auto":
+            raise PicPacValueError(f"config key 'annotation_field' ({c['annotation_field']!r}) with annotate='auto': "
+                                   "'auto' makes the image itself the target and reads no annotation field")
     if c["task"] is None:
         c["task"] = "classify" if c["annotate"] is None else "segment"
     if c["task"] in ("detect", "keypoints") and c["annotate"] in ("image", "auto"):

@@ -79,7 +79,7 @@ class _Pipeline:
         try:
             self._build_pool()
             self._check_labels()
-            self._check_annotations()
+            self._check_fields()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
             self.loader = SampleLoader(self._readers, c)
@@ -150,14 +150,22 @@ class _Pipeline:
             raise PicPacValueError(f"{reader.path}: record {int(self._records[i])} has label {self._labels[i]:g}, "
                                    f"not {need} ({int(bad.sum())} of the stream's {len(labels)} labels are not)")
 
-    def _check_annotations(self) -> None:
-        """A task that reads annotations needs a database whose records have them."""
-        c, reader = self.config, self._readers[0]
-        needed = {"json": ("annotation",), "image": ("mask", "annotation")}.get(c["annotate"])
-        if needed and not any(name in reader.fields for name in needed):
+    def _check_fields(self) -> None:
+        """The fields the config reads exist in the database (and the mixin): ``image_field``, and the
+        annotation's field; a missing one is named with the fields the database has."""
+        c = self.config
+        for reader in self._readers:
+            _check_field(reader, "image_field", c["image_field"])
+            if c["annotation_field"] is not None and c["annotate"] != "auto":
+                _check_field(reader, "annotation_field", c["annotation_field"])
+        reader = self._readers[0]
+        needed = {"json": ("annotation",), "image": ("mask", "annotation"),
+                  "any": ("annotation", "mask")}.get(c["annotate"])
+        if c["annotation_field"] is None and needed and not any(name in reader.fields for name in needed):
             raise PicPacValueError(f"{reader.path}: task={c['task']!r} with annotate={c['annotate']!r} reads the "
                                    f"{' or '.join(map(repr, needed))} field, but no record has one; the database's "
-                                   f"fields: {reader.fields} (picpac import writes annotations; docs/augment.md)")
+                                   f"fields: {reader.fields} (picpac import writes annotations, annotation_field "
+                                   "names another field; docs/augment.md)")
 
     def _check_channels(self) -> None:
         """With channels=-1 (as stored), mean/std fit the channels of the database's images, from its
@@ -167,7 +175,8 @@ class _Pipeline:
             return
         reader = self._readers[int(self._sources[0])]
         record = int(self._records[0])
-        spec = reader.arrays.get("image")
+        field = c["image_field"]
+        spec = reader.arrays.get(field) if isinstance(field, str) else None
         if spec is not None:
             channels = spec.shape[2] if len(spec.shape) == 3 else 1
         else:
@@ -450,6 +459,25 @@ class _Pipeline:
         for reader in self._readers:
             reader.close()
         self._readers = []
+
+
+IMAGE_NAMES = ("image", "jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff", "ppm", "pgm", "pbm")
+"""Field names that hold images (WebDataset names a member by its type), suggested for image_field."""
+
+
+def _check_field(reader: Reader, key: str, field: str | int) -> None:
+    """PicPacValueError unless the database has ``field`` (a name, or PicPac's field number)."""
+    fields = reader.fields
+    if isinstance(field, str) and field in fields or not isinstance(field, str) and field < len(fields):
+        return
+    what = f"no field {field!r}" if isinstance(field, str) else f"{len(fields)} field(s), no field number {field}"
+    hint = ""
+    if key == "image_field":
+        images = [name for name in fields if name.lower().rsplit(".", 1)[-1] in IMAGE_NAMES]
+        hint = f"; did you mean image_field={images[0]!r}?" if images else \
+            "; set image_field to the field of the images"
+    raise PicPacValueError(f"{reader.path}: config key {key!r} is {field!r}, but the database has {what}; its fields: "
+                           f"{fields}{hint}")
 
 
 def _dump(index: int, arrays: tuple, processor: Any) -> None:

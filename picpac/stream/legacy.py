@@ -84,9 +84,44 @@ def _multi_images(value: Any) -> dict[str, Any]:
                            "per record) is not supported; ImageStream streams one image per record")
 
 
+def _one_field(key: str, value: Any) -> Any:
+    """PicPac v2's list of field indices (or one index), of which one is supported; None for []."""
+    if isinstance(value, (list, tuple)):
+        if len(value) > 1:
+            raise PicPacValueError(f"config key {key!r}: {list(value)} names several fields; one is supported")
+        value = value[0] if value else None
+    if value is not None and not _is_int(value):
+        raise PicPacTypeError(f"config key {key!r}: a field index must be an int, got {value!r}")
+    return value
+
+
+def _images(value: Any) -> dict[str, Any]:
+    """PicPac v2's ``images=[k]``: ``image_field=k``; ``[0]``, ``0`` and ``[]``: the default, the 'image' field."""
+    field = _one_field("images", value)
+    return {} if field is None or field == 0 else {"image_field": field}
+
+
+def _annotate(value: Any) -> dict[str, Any]:
+    """PicPac v2's ``annotate=[k]``: ``annotate='any', annotation_field=k`` (JSON or an image, told by its
+    first byte); True is [1] (2018), [0] 'auto' (the image itself is the target), [] None. Other values
+    ('json', 'image', ...) stay as they are."""
+    if value is True:
+        value = [1]
+    if not (isinstance(value, (list, tuple)) or _is_int(value)):
+        return {"annotate": value}
+    field = _one_field("annotate", value)
+    if field is None:
+        return {"annotate": None}
+    if field == 0:
+        return {"annotate": "auto"}
+    return {"annotate": "any", "annotation_field": field}
+
+
 RENAMED: dict[str, Callable[[Any], dict[str, Any]]] = {
     "negate": _negate,
     "multi_images": _multi_images,
+    "images": _images,
+    "annotate": _annotate,
 }
 
 
@@ -102,7 +137,8 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
             new = rename(given.pop(old))
             for key in new:
                 if key in given:
-                    raise PicPacValueError(f"config keys {old!r} and {key!r} both given; use only the latter")
+                    raise PicPacValueError(f"config keys {old!r} ({config[old]!r}) and {key!r} both given; use only "
+                                           f"{key!r}" + (" (with annotate='any')" if key == "annotation_field" else ""))
             given.update(new)
     for key in UNSET_BELOW_ONE:
         if _is_int(given.get(key)) and given[key] < 0:

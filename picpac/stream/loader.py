@@ -21,16 +21,17 @@ from .processor import LazyRng, Processor
 class ImageLoader:
     """``ImageLoader(config)`` -> ``load_path(path)`` / ``load_binary(bytes)``: a (1, ...) image batch.
 
-    Takes the same keys as ImageStream (keys about order, splits and annotations are accepted
-    and ignored) and applies its decoding, geometry, transforms and output layout with every random
-    step in its deterministic centre version (``perturb=False``), so a model sees at inference
-    what it saw in validation.
+    Takes the same keys as ImageStream (keys about order, splits, annotations and fields, such as
+    ``image_field``, are accepted and ignored) and applies its decoding, geometry, transforms and
+    output layout with every random step in its deterministic centre version (``perturb=False``), so a
+    model sees at inference what it saw in validation.
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, **more: Any):
         given = {**(config or {}), **more}
-        given.pop("db", None)
-        given.update(perturb=False, annotate=None, task="classify", images=0, raw=(), dump=0)
+        for key in ("db", "images", "annotation_field"):  # the image is the bytes given: no fields to name
+            given.pop(key, None)
+        given.update(perturb=False, annotate=None, task="classify", image_field="image", raw=(), dump=0)
         self.config = parse(given)
         self.processor = Processor(self.config)
 

@@ -261,9 +261,9 @@ class Processor:
     def _decode(self, fields: dict[str, Any], label: float, record: int, where: str,
                 arrays: Mapping[str, ArraySpec] | None) -> Sample:
         c = self.config
-        name = _field_name(fields, c["images"], "images", record, where) if c["images"] else "image"
+        name = self.field_name(fields, c["image_field"], "image_field", record, where)
         if name not in fields:
-            raise SampleError(where, record, f"has no 'image' field (its fields: {list(fields)})")
+            raise SampleError(where, record, f"has no {name!r} field (its fields: {list(fields)})")
         data, channels = fields[name], c["channels"]
         extra: dict[str, Any] = {"colorspace": c["colorspace"], "source": where}
         if c["raw"]:
@@ -272,7 +272,7 @@ class Processor:
         spec = arrays.get(name) if arrays else None
         header = image.jpeg_header(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
         if spec is not None:
-            sample = Sample(array_view(data, spec, "image", record, where), label, record, extra=extra)
+            sample = Sample(array_view(data, spec, name, record, where), label, record, extra=extra)
         elif header is not None:
             width, height, orientation = header
             image.check_pixels(width, height, self.max_pixels)
@@ -285,13 +285,17 @@ class Processor:
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra)
-        annotate = c["annotate"]
+        annotate, field = c["annotate"], c["annotation_field"]
+        name = None if field is None or annotate == "auto" else \
+            self.field_name(fields, field, "annotation_field", record, where)
         if annotate == "json":
-            sample.shapes = self._shapes(fields, sample.size, record, where)
+            sample.shapes = self._shapes(fields, sample.size, record, where, name or "annotation")
         elif annotate == "image":
-            sample.mask = self._mask(fields, sample.size, record, where, arrays)
-        elif isinstance(annotate, int):  # PicPac v2's field number: JSON when it starts with '{', else an image
-            name = _field_name(fields, annotate, "annotate", record, where)
+            sample.mask = self._mask(fields, sample.size, record, where, arrays, name)
+        elif annotate == "any":  # PicPac v2's annotate=[k]: JSON when it starts with '{', else an image
+            name = name or ("annotation" if "annotation" in fields or "mask" not in fields else "mask")
+            if name not in fields:
+                raise SampleError(where, record, f"has no {name!r} field for annotate='any'")
             head = bytes(memoryview(fields[name])[:64]).lstrip()
             if not head:
                 sample.shapes = Shapes.empty()  # an empty annotation: a negative
@@ -301,10 +305,16 @@ class Processor:
                 sample.mask = self._mask(fields, sample.size, record, where, arrays, name)
         return sample
 
+    @staticmethod
+    def field_name(fields: Mapping[str, Any], field: str | int, key: str, record: int, where: str) -> str:
+        """The name of a config key's field in a record: the name given, or the record's field at
+        PicPac's field number."""
+        return field if isinstance(field, str) else _field_name(fields, field, key, record, where)
+
     def _shapes(self, fields: dict[str, Any], size: tuple[int, int], record: int, where: str,
                 name: str = "annotation") -> Shapes:
         if name not in fields:
-            raise SampleError(where, record, "has no 'annotation' field for annotate='json'")
+            raise SampleError(where, record, f"has no {name!r} field for annotate='json'")
         try:
             return Shapes.from_json(fields[name], *size)
         except (PicPacValueError, ValueError) as exc:
@@ -314,7 +324,7 @@ class Processor:
               arrays: Mapping[str, ArraySpec] | None = None, name: str | None = None) -> np.ndarray:
         name = name or ("mask" if "mask" in fields else "annotation")
         if name not in fields:
-            raise SampleError(where, record, "has no 'mask' field for annotate='image'")
+            raise SampleError(where, record, f"has no {name!r} field for annotate='image'")
         if arrays and name in arrays:
             mask = array_view(fields[name], arrays[name], name, record, where)
         else:
@@ -411,7 +421,9 @@ class Processor:
         if bad.any():
             i = int(np.flatnonzero(bad)[0])
             raise PicPacValueError(f"record {records[i]}: label {labels[i]} is not a class id in [0, onehot={k})")
-        return np.eye(k, dtype=np.float32)[labels.astype(np.int64)]
+        rows = np.zeros((len(labels), k), np.float32)  # (not np.eye(k)[labels]: k x k floats)
+        rows[np.arange(len(labels)), labels.astype(np.int64)] = 1
+        return rows
 
     def _masks(self, masks: list[np.ndarray], records: list[int]) -> np.ndarray:
         """(B, 1, H, W) float32 masks, or (B, K, H, W) one-hot with ``onehot=K`` (NHWC: channels last)."""

@@ -41,27 +41,43 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
         next(batches)
         warm = stream.stats()
         start = time.perf_counter()
-        samples, last_tick = 0, start
+        samples, last_tick, in_next = 0, start, 0.0
         while (now := time.perf_counter()) - start < seconds:
             samples += len(next(batches)[0])
+            in_next += time.perf_counter() - now
             if tick is not None and now - last_tick >= 0.5:
                 tick(now - start, samples)
                 last_tick = now
         elapsed = time.perf_counter() - start
         stats = stream.stats()
         workers = stream.config["workers"] or os.cpu_count() or 1
+        backend = stream.config["backend"]
     if "stages" not in stats:
         raise PicPacValueError(f"stage times come from the per-sample path on threads; this stream runs the "
-                               f"{stats.get('path', 'batch')} path with backend={stream.config['backend']!r} "
+                               f"{stats.get('path', 'batch')} path with backend={backend!r} "
                                "(pass backend=thread vectorize=false to profile it)")
     stages = {k: stats["stages"][k] - warm["stages"][k] for k in stats["stages"]}
     busy = {k: v - warm["workers"].get(k, 0.0) for k, v in stats["workers"].items()}
+    measured = backend != "process"
+    """With backend=process the stage clocks run in the worker processes and are not sent back: only the
+    consumer's time in next() (waiting for batches and assembling them) is measured, here."""
+    if not measured:
+        stages = {**dict.fromkeys(WORKER_STAGES), "batch": None, "wait": None}
+        busy = {}
     return {"samples": samples, "seconds": elapsed, "rate": samples / elapsed, "stages": stages, "busy": busy,
-            "workers": workers, "processed": stats["processed"] - warm["processed"]}
+            "workers": workers, "processed": stats["processed"] - warm["processed"], "backend": backend,
+            "workers_measured": measured, "in_next": in_next}
 
 
 def bound(result: dict[str, Any]) -> str:
-    """Which stage limits the throughput, in words."""
+    """Which stage limits the throughput, in words (only what was measured)."""
+    if not result.get("workers_measured", True):
+        share = result["in_next"] / result["seconds"]
+        if share < 0.1:
+            return (f"the consumer: it spent only {share:.0%} of the time waiting for batches, so the code using "
+                    "the batches sets the pace; more workers will not help")
+        return (f"the workers (the consumer spent {share:.0%} of the time waiting for batches); which of their "
+                "stages is not measured with backend=process: run with backend=thread to see it")
     wait_share = result["stages"]["wait"] / result["seconds"]
     if wait_share < 0.1:
         return (f"the consumer: it waited only {wait_share:.0%} of the time, so batching "
@@ -77,6 +93,13 @@ def report(result: dict[str, Any]) -> str:
     per = max(1, result["processed"])
     lines = [f"throughput: {result['rate']:,.0f} img/s ({result['samples']:,} samples in "
              f"{result['seconds']:.1f} s, {result['workers']} workers)"]
+    if not result.get("workers_measured", True):
+        lines.append(f"time per sample (ms): workers: not measured (backend={result['backend']}: their stage "
+                     "clocks run in the worker processes); consumer: waiting for and assembling batches "
+                     f"{1000 * result['in_next'] / max(1, result['samples']):.3f}")
+        lines.append("worker busy: not measured")
+        lines.append(f"bound by: {bound(result)}")
+        return "\n".join(lines)
     worker_ms = ", ".join(f"{k} {1000 * result['stages'][k] / per:.3f}" for k in WORKER_STAGES)
     consumer_ms = ", ".join(f"{k} {1000 * result['stages'][k] / max(1, result['samples']):.3f}"
                             for k in CONSUMER_STAGES)

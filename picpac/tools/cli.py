@@ -4,29 +4,55 @@ from __future__ import annotations
 import json
 import os
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
 
 import click
 
 from .. import __version__
-from ..errors import PicPacError
+from ..errors import PicPacError, SourceError
+from ..file import durable
 from ..image.decoding import MAX_PIXELS
+from ..sources.base import FORMATS, PICPAC_NUMBERS, format_name
 from ..stores import KINDS as STORE_KINDS
+from .docs import docs_hint
 
-IMPORT_FORMATS = ["auto", "dir", "list", "classdirs", "imagefolder", "annolist", "masklist", "csv",
-                  "coco", "yolo", "yolo-seg", "maskdir"]
-PICPAC_IMPORT_FORMATS = {0: "dir", 1: "list", 2: "classdirs", 3: "annolist", 4: "masklist"}
+IMPORT_FORMATS = list(FORMATS)
+"""The import formats' names; ``-f`` also takes PicPac's numbers (``picpac.sources.base.PICPAC_NUMBERS``)."""
 
 
 class _ReportErrors:
-    """Print a PicPacError as one line on stderr and exit 2, without a traceback."""
+    """Print a PicPacError as one line on stderr and exit 2, without a traceback. SIGTERM and SIGHUP unwind
+    like Ctrl-C (:func:`picpac.file.durable.exit_on_signals`), so every temporary file is removed; then
+    one line on stderr and exit status 128 + the signal's number (143 for SIGTERM)."""
 
     def invoke(self, ctx: click.Context):
         try:
-            return super().invoke(ctx)
+            # (a command invoked by a group is already inside the group's block: the inner one changes nothing)
+            main_thread = threading.current_thread() is threading.main_thread()
+            with durable.exit_on_signals() if main_thread else nullcontext():
+                return super().invoke(ctx)
         except PicPacError as exc:
             message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a path holds
             click.echo(f"{ctx.find_root().info_name}: error: {message}", err=True)
             ctx.exit(2)
+        except durable.Terminated as exc:
+            click.echo(f"{ctx.find_root().info_name}: {exc} (temporary files removed)", err=True)
+            ctx.exit(exc.code)
+
+
+@contextmanager
+def _no_temps_left(*paths: str) -> Iterator[None]:
+    """However the block ends early (an error, Ctrl-C, SIGTERM), no temporary file of ``paths`` that this
+    process made is left: the writers remove theirs as they unwind, and this catches one that a signal
+    interrupted in the middle of that cleanup."""
+    try:
+        yield
+    except BaseException:
+        for path in paths:
+            durable.remove_temps_of(durable.target(path), os.getpid())
+        raise
 
 
 class _Group(_ReportErrors, click.Group):
@@ -37,8 +63,20 @@ class _Command(_ReportErrors, click.Command):
     pass
 
 
-@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="picpac")
+def _version_message() -> str:
+    """``--version``: the version, and whether the C extension for region decoding is built."""
+    from ..image import REGION_DECODE
+
+    built = ("built (picpac.image._jpeg, libjpeg-turbo): JPEGs are decoded in part when a crop needs a part"
+             if REGION_DECODE else
+             "not built: JPEGs are decoded whole; install libjpeg-turbo's headers (Debian: libjpeg62-turbo-dev) "
+             "and reinstall picpac to build it")
+    return f"%(prog)s, version %(version)s\nregion decoding: {built}"
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog="Documentation: `picpac docs` lists the pages, `picpac docs TOPIC` prints one.")
+@click.version_option(__version__, prog_name="picpac", message=_version_message())
 def main() -> None:
     """picpac: a training dataset in one file, streamed with on-the-fly decoding and augmentation."""
 
@@ -56,40 +94,60 @@ def _import_options(f):
     f = click.option("--root", type=click.Path(file_okay=False), default=None,
                      help="Directory that relative paths in a list, CSV or COCO file are taken from "
                           "[default: the file's directory].")(f)
-    f = click.option("--overwrite", is_flag=True, help="Replace DB if it exists.")(f)
+    f = click.option("--overwrite", is_flag=True,
+                     help="Replace DB if it exists [default: refuse, leaving DB as it is].")(f)
     return f
 
 
-def _run_import(src: str, db: str, fmt: str, **options) -> None:
-    from .ingest import import_dataset
+class ImportFormat(click.ParamType):
+    """``-f``: a format's name or PicPac's number of one, read through the one table both import
+    commands share (:func:`picpac.sources.base.format_name`)."""
 
-    report = import_dataset(src, db, format=fmt, **options)
-    click.echo(report.summary())
+    name = "format"
+
+    def get_metavar(self, param: click.Parameter, ctx: click.Context | None = None) -> str:
+        return "FORMAT|N"
+
+    def convert(self, value, param, ctx):
+        try:
+            return format_name(value)
+        except SourceError as exc:
+            self.fail(str(exc), param, ctx)
 
 
-@main.command("import", cls=_Command)
-@click.argument("src", type=click.Path())
-@click.argument("db", type=click.Path(dir_okay=False))
-@click.option("-f", "--format", "fmt", type=click.Choice(IMPORT_FORMATS), default="auto", show_default=True,
-              help="Layout of SRC (docs/import.md); auto detects it.")
-@click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
-              help="SRC is a whole dataset in this storage format (docs/stores.md), not images; "
-                   "excludes -f and the image options.")
-@click.option("--labels", type=click.Path(file_okay=False), default=None,
-              help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
-                   "or of the masks (-f maskdir).")
-@click.option("--classes", type=click.Path(dir_okay=False), default=None,
-              help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
-                   "file with one name per line.")
-@_import_options
-def import_command(src: str, db: str, fmt: str, store: str | None, **options) -> None:
-    """Import images (and labels, annotations, masks) from SRC into the picpac database DB.
+_FORMAT_HELP = ("Layout of SRC: " + ", ".join(IMPORT_FORMATS) + " (auto detects it), or PicPac's number of one: "
+                + ", ".join(f"{n} {name}" for n, name in PICPAC_NUMBERS.items()) + f" ({docs_hint('import')}).")
 
-    With --from FORMAT, SRC is a dataset in another storage format (lmdb, tfrecord, hdf5, npz, sqlite,
-    tar, binary), copied record by record.
-    """
+
+def _import_command(default_format: str):
+    """The options of `picpac import` and `picpac-import`: the same for both, only -f's default differs."""
+    return lambda f: _import_arguments(_import_options(f), default_format)
+
+
+def _import_arguments(f, default_format: str):
+    f = click.option("--classes", type=click.Path(dir_okay=False), default=None,
+                     help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
+                          "file with one name per line.")(f)
+    f = click.option("--labels", type=click.Path(file_okay=False), default=None,
+                     help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
+                          "or of the masks (-f maskdir).")(f)
+    f = click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
+                     help=f"SRC is a whole dataset in this storage format ({docs_hint('stores')}), not images; "
+                          "excludes -f and the image options.")(f)
+    f = click.option("-f", "--format", "fmt", type=ImportFormat(), default=default_format, show_default=True,
+                     help=_FORMAT_HELP)(f)
+    f = click.argument("db", type=click.Path(dir_okay=False))(f)
+    return click.argument("src", type=click.Path())(f)
+
+
+def _import(src: str, db: str, fmt: str, store: str | None, **options) -> None:
+    """What `picpac import` and `picpac-import` run."""
     if store is None:
-        _run_import(src, db, fmt, **options)
+        from .ingest import import_dataset
+
+        with _no_temps_left(db):
+            report = import_dataset(src, db, format=fmt, **options)
+        click.echo(report.summary())
         return
     ctx = click.get_current_context()
     given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root")
@@ -100,8 +158,20 @@ def import_command(src: str, db: str, fmt: str, store: str | None, **options) ->
                                "(they apply to image layouts)")
     from ..stores import import_store
 
-    report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"))
+    with _no_temps_left(db):
+        report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"))
     click.echo(report.summary())
+
+
+@main.command("import", cls=_Command)
+@_import_command("auto")
+def import_command(**options) -> None:
+    """Import images (and labels, annotations, masks) from SRC into the picpac database DB.
+
+    With --from FORMAT, SRC is a dataset in another storage format (lmdb, tfrecord, hdf5, npz, sqlite,
+    tar, binary), copied record by record.
+    """
+    _import(**options)
 
 
 def _bar(desc: str):
@@ -112,28 +182,29 @@ def _bar(desc: str):
 
 @main.command("export", cls=_Command)
 @click.option("--to", "store", type=click.Choice(STORE_KINDS), required=True,
-              help="Storage format of DST (docs/stores.md).")
+              help=f"Storage format of DST ({docs_hint('stores')}).")
 @click.argument("db", type=click.Path())
 @click.argument("dst", type=click.Path())
-@click.option("--overwrite", is_flag=True, help="Replace DST if it exists.")
+@click.option("--overwrite", is_flag=True, help="Replace DST if it exists [default: refuse, leaving DST as it is].")
 def export_command(store: str, db: str, dst: str, overwrite: bool) -> None:
-    """Copy every record of the picpac database DB into DST in another storage format."""
-    from ..stores import export_store
+    """Copy every record of the picpac database DB into DST in another storage format.
 
-    report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"))
+    A tar is WebDataset's layout: the image as KEY.jpg, KEY.png, ... by its type, the label as KEY.cls.
+    """
+    from ..stores import export_store, index_path
+
+    with _no_temps_left(dst, *([index_path(dst)] if store == "binary" else [])):
+        report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"))
     click.echo(report.summary())
 
 
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("-f", "--format", "number", type=click.IntRange(0, 4), default=1, show_default=True,
-              help="PicPac's format number: 0 directory of images (label 0), 1 list `path<TAB>label`, "
-                   "2 class subdirectories 0..N-1, 3 list `path<TAB>json`, 4 list `path<TAB>mask-path`.")
-@click.argument("src", type=click.Path())
-@click.argument("db", type=click.Path(dir_okay=False))
-@_import_options
-def picpac_import(number: int, src: str, db: str, **options) -> None:
-    """Import SRC into the picpac database DB (PicPac-compatible `picpac-import -f N SRC DB`)."""
-    _run_import(src, db, PICPAC_IMPORT_FORMATS[number], **options)
+@click.version_option(__version__, prog_name="picpac-import", message=_version_message())
+@_import_command("list")
+def picpac_import(**options) -> None:
+    """Import SRC into the picpac database DB: PicPac's `picpac-import -f N SRC DB`, with the options and
+    formats of `picpac import` (-f takes PicPac's numbers or the names; the default is 1, list)."""
+    _import(**options)
 
 
 @main.command("info", cls=_Command)
@@ -165,12 +236,15 @@ def verify_command(db: str, decode: bool) -> None:
 @click.argument("db", type=click.Path(exists=True, dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
               help="Write the repaired database here [default: replace DB].")
-def repair_command(db: str, output: str | None) -> None:
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists [default: refuse].")
+def repair_command(db: str, output: str | None, overwrite: bool) -> None:
     """Recover every committed record DB still holds (after a damaged header slot, a damaged record or an
     interrupted write); an intact DB is left as it is."""
     from ..file.repair import repair
 
-    click.echo(repair(db, output).summary())
+    with _no_temps_left(output or db):
+        report = repair(db, output, overwrite=overwrite)
+    click.echo(report.summary())
 
 
 @main.command("bench", cls=_Command)
@@ -215,3 +289,12 @@ def demo_command(count: int, keep: str | None) -> None:
     from .demo import run_demo
 
     run_demo(count=count, workdir=keep and os.path.abspath(keep), echo=click.echo)
+
+
+@main.command("docs", cls=_Command)
+@click.argument("topic", required=False)
+def docs_command(topic: str | None) -> None:
+    """Print the documentation page TOPIC (markdown), or list the topics."""
+    from .docs import overview, page
+
+    click.echo(overview() if topic is None else page(topic), nl=topic is None)

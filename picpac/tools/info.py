@@ -1,23 +1,36 @@
-"""`picpac info`: what a database holds, computed from its index and record meta."""
+"""`picpac info`: what a database holds, computed from its index, record meta and annotations (never
+the images).
+
+Record labels and the classes of annotation shapes are reported apart: a detection or segmentation
+database (COCO, YOLO) has record labels 0 and its class names name the shapes' labels, so ``classes``
+says what it names (``classes_of``: labels, shapes or mask values, from the import source) and the
+``shapes`` section counts the shapes per label."""
 from __future__ import annotations
 
+import json
 import os
 from typing import Any
 
 import numpy as np
 
+from .. import image
 from ..errors import CorruptRecordError
 from ..file.layout import NO_GROUP, VERSION
 from ..file.reader import Reader
 
 MAX_LABEL_LINES = 20
 HISTOGRAM_BINS = 10
+_SHAPE_SOURCES = ("coco", "yolo", "yolo-seg")
+"""Import formats whose class names name the annotation shapes' labels, not the records' labels."""
+_CLASSES_OF = {"labels": "", "shapes": "the annotation shapes' labels", "masks": "the mask pixel values"}
 
 
 def describe(path: str | os.PathLike) -> dict[str, Any]:
     """A JSON-serialisable description of the database at ``path``."""
     with Reader(path, check=False) as reader:
         metadata = reader.metadata
+        classes_of = _classes_of(metadata.get("source"))
+        sizes, shapes = _record_stats(reader, reader.classes if classes_of == "shapes" else [])
         return {
             "path": reader.path,
             "version": VERSION,  # Reader opens only files of exactly this version
@@ -27,12 +40,26 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
             "fields": reader.fields,
             "arrays": metadata.get("arrays"),
             "classes": reader.classes,
+            "classes_of": classes_of,
             "source": metadata.get("source"),
             "created": metadata.get("created"),
-            "labels": _label_stats(reader.labels, reader.classes),
+            "labels": _label_stats(reader.labels, reader.classes if classes_of == "labels" else []),
+            "shapes": shapes,
             "groups": _group_stats(reader.groups),
-            "sizes": _size_stats(reader),
+            "sizes": sizes,
+            "region_decode": image.REGION_DECODE,
         }
+
+
+def _classes_of(source: Any) -> str:
+    """What the class names name, from the import source ("coco /data/x.json"): the records' labels (the
+    default), the annotation shapes' labels (coco, yolo, yolo-seg) or the mask pixel values (maskdir)."""
+    kind = source.split(" ", 1)[0] if isinstance(source, str) else ""
+    return "shapes" if kind in _SHAPE_SOURCES else "masks" if kind == "maskdir" else "labels"
+
+
+def _name(classes: list[str], value: float) -> str | None:
+    return (classes[int(value)] or None) if 0 <= value < len(classes) else None
 
 
 def _label_stats(labels: np.ndarray, classes: list[str]) -> dict[str, Any]:
@@ -41,8 +68,7 @@ def _label_stats(labels: np.ndarray, classes: list[str]) -> dict[str, Any]:
     if finite.all() and (labels == np.floor(labels)).all():
         values, counts = np.unique(labels, return_counts=True)
         return {"integral": True, "counts": [
-            {"label": int(v), "name": classes[int(v)] if 0 <= v < len(classes) else None, "count": int(c)}
-            for v, c in zip(values, counts)]}
+            {"label": int(v), "name": _name(classes, v), "count": int(c)} for v, c in zip(values, counts)]}
     values = labels[finite]
     stats: dict[str, Any] = {"integral": False, "non_finite": int(len(labels) - len(values)),
                              "min": None, "max": None, "mean": None, "histogram": None}
@@ -58,13 +84,18 @@ def _group_stats(groups: np.ndarray) -> dict[str, int]:
     return {"records": len(grouped), "distinct": len(np.unique(grouped))}
 
 
-def _size_stats(reader: Reader) -> dict[str, Any]:
-    """Width/height/channel statistics from the importer's record meta."""
+def _record_stats(reader: Reader, shape_classes: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Width/height/channel statistics from the importer's record meta, and the annotation shapes' counts
+    (None when no record has an ``annotation`` field)."""
     widths, heights, channels = [], [], {}
     unreadable = 0
+    annotated = with_shapes = total = bad_annotations = 0
+    per_label: dict[Any, int] = {}
+    types: dict[str, int] = {}
     for i in range(len(reader)):
         try:
-            meta = reader.read(i, check=False).meta
+            record = reader.read(i, check=False)
+            meta = record.meta
         except (CorruptRecordError, ValueError):  # a damaged record; `picpac verify` names it
             unreadable += 1
             continue
@@ -73,13 +104,45 @@ def _size_stats(reader: Reader) -> dict[str, Any]:
             heights.append(meta["height"])
             key = str(meta.get("channels", "unknown"))
             channels[key] = channels.get(key, 0) + 1
-    return {
+        if "annotation" not in record:
+            continue
+        annotated += 1
+        shapes = _shapes(record["annotation"])
+        if shapes is None:
+            bad_annotations += 1
+            continue
+        with_shapes += bool(shapes)
+        total += len(shapes)
+        for shape in shapes:
+            label = shape.get("label") if isinstance(shape, dict) else None
+            label = int(label) if isinstance(label, (int, float)) and float(label).is_integer() else label
+            per_label[label] = per_label.get(label, 0) + 1
+            kind = shape.get("type") if isinstance(shape, dict) else None
+            types[str(kind)] = types.get(str(kind), 0) + 1
+    sizes = {
         "records": len(widths),
         "unreadable": unreadable,
         "width": _min_median_max(widths),
         "height": _min_median_max(heights),
         "channels": dict(sorted(channels.items())),
     }
+    if not annotated:
+        return sizes, None
+    order = sorted(per_label, key=lambda v: (not isinstance(v, int), v if isinstance(v, int) else str(v)))
+    counts = [{"label": v, "name": _name(shape_classes, v) if isinstance(v, int) else None, "count": per_label[v]}
+              for v in order]
+    return sizes, {"records": annotated, "with_shapes": with_shapes, "shapes": total,
+                   "unreadable": bad_annotations, "types": dict(sorted(types.items())), "counts": counts}
+
+
+def _shapes(annotation: memoryview) -> list | None:
+    """The ``shapes`` of a PicPac JSON annotation ([] for none), or None when it is not one."""
+    try:
+        value = json.loads(bytes(annotation))
+    except (ValueError, RecursionError):
+        return None
+    shapes = value.get("shapes", []) if isinstance(value, dict) else None
+    return shapes if isinstance(shapes, list) else None
 
 
 def _min_median_max(values: list[float]) -> dict[str, float] | None:
@@ -102,7 +165,7 @@ def format_description(d: dict[str, Any]) -> str:
         f"records:  {d['records']}",
         f"bytes:    {_bytes(d['file_bytes'])} file, {_bytes(d['data_bytes'])} record data",
         f"fields:   {', '.join(d['fields']) or '(none)'}",
-        f"classes:  {_class_list(d['classes'])}",
+        f"classes:  {_class_list(d['classes'], d.get('classes_of', 'labels'))}",
     ]
     if d.get("arrays"):
         lines.append(f"arrays:   {_array_list(d['arrays'])}")
@@ -111,9 +174,18 @@ def format_description(d: dict[str, Any]) -> str:
     if d["created"] is not None:
         lines.append(f"created:  {_mapping(d['created'])}")
     lines += _label_lines(d["labels"])
+    if d.get("shapes") is not None:
+        lines += _shape_lines(d["shapes"])
     lines.append(f"groups:   {_group_line(d['groups'], d['records'])}")
     lines.append(f"images:   {_size_line(d['sizes'])}")
+    if "region_decode" in d:
+        lines.append(f"decoding: {_region_line(d['region_decode'])}")
     return "\n".join(lines)
+
+
+def _region_line(built: bool) -> str:
+    return ("region decoding built (C extension picpac.image._jpeg)" if built else
+            "region decoding not built (no C extension picpac.image._jpeg): JPEGs are decoded whole")
 
 
 def _bytes(n: int) -> str:
@@ -135,8 +207,17 @@ def _array_list(arrays: Any) -> str:
     return ", ".join(parts)
 
 
-def _class_list(classes: list[str]) -> str:
-    return f"{len(classes)}: {', '.join(classes)}" if classes else "(none)"
+def _class_list(classes: list[str], classes_of: str = "labels") -> str:
+    """``3: cat, dog, bird`` for names of ids 0..N-1; with unnamed ids (COCO's gaps) only the named ones,
+    each with its id; and what the names name when it is not the records' labels."""
+    named = [(i, name) for i, name in enumerate(classes) if name]
+    if not named:
+        return "(none)"
+    of = f" of {_CLASSES_OF[classes_of]}" if _CLASSES_OF.get(classes_of) else ""
+    if len(named) == len(classes):
+        return f"{len(classes)}{of}: {', '.join(classes)}"
+    return (f"{len(named)} named ids in 0-{len(classes) - 1}{of}: "
+            + ", ".join(f"{i} {name}" for i, name in named))
 
 
 def _mapping(value: Any) -> str:
@@ -163,6 +244,23 @@ def _label_lines(labels: dict[str, Any]) -> list[str]:
         edges, counts = labels["histogram"]["edges"], labels["histogram"]["counts"]
         lines += [f"  [{lo:g}, {hi:g}{']' if k == len(counts) - 1 else ')'}: {c}"
                   for k, (lo, hi, c) in enumerate(zip(edges, edges[1:], counts))]
+    return lines
+
+
+def _shape_lines(shapes: dict[str, Any]) -> list[str]:
+    """``shapes:`` and a count per shape label (the shapes' class ids, named from ``classes``)."""
+    types = ", ".join(f"{kind} {n}" for kind, n in shapes["types"].items())
+    head = (f"shapes:   {shapes['shapes']} in {shapes['with_shapes']} of {shapes['records']} annotated records"
+            + (f" ({types})" if types else ""))
+    if shapes["unreadable"]:
+        head += f"; {shapes['unreadable']} annotations are not PicPac JSON shapes"
+    counts = shapes["counts"]
+    lines = [head + ("; count per shape label" if counts else "")]
+    for entry in counts[:MAX_LABEL_LINES]:
+        name = f" {entry['name']}" if entry["name"] is not None else ""
+        lines.append(f"  {entry['label']!s:>6}{name}: {entry['count']}")
+    if len(counts) > MAX_LABEL_LINES:
+        lines.append(f"  ... and {len(counts) - MAX_LABEL_LINES} more")
     return lines
 
 

@@ -13,7 +13,7 @@ from tqdm import tqdm
 
 from .. import image
 from ..engine.threads import ordered_map
-from ..errors import ImageTooLargeError, ImportFailedError, PicPacValueError, SourceError
+from ..errors import ImageTooLargeError, ImportFailedError, PathExistsError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
@@ -68,7 +68,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                    overwrite: bool = False, progress: bool | None = None,
                    labels: str | os.PathLike | None = None,
                    classes: str | os.PathLike | None = None) -> ImportReport:
-    """Import the images of ``src`` (laid out as ``format``, see docs/import.md) into database ``db``.
+    """Import the images of ``src`` (laid out as ``format``, a name or PicPac's number; `picpac docs import`) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
     undecodable files are skipped and listed in the report, or with ``strict`` fail the import; so are
@@ -91,7 +91,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     _check_target(db, overwrite)
     listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
     if not listing.items:
-        raise SourceError(f"{src}: no images found ({listing.source}); see docs/import.md for the layouts")
+        raise SourceError(f"{src}: no images found ({listing.source}); see `picpac docs import` for the layouts")
     metadata: dict[str, Any] = {"source": listing.source}
     if listing.classes:
         metadata["classes"] = listing.classes
@@ -99,7 +99,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     skipped: list[tuple[str, str]] = []
     source_bytes = 0
     with (output_errors(db),
-          Writer(db, metadata=metadata) as writer,
+          Writer(db, overwrite=overwrite, metadata=metadata) as writer,
           tqdm(total=len(listing.items), unit="img", disable=None if progress is None else not progress) as bar,
           closing(ordered_map(load, listing.items, threads, _WINDOW_PER_THREAD * threads,
                               name="picpac-import")) as results):
@@ -133,7 +133,7 @@ def _check_target(db: str, overwrite: bool) -> None:
     if os.path.isdir(db):
         raise PicPacValueError(f"{db}: is a directory; name the database file to create, e.g. {db}/data.picpac")
     if os.path.exists(db) and not overwrite:
-        raise PicPacValueError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
+        raise PathExistsError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
 
 
 def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | None) -> _Record | str:

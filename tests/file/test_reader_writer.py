@@ -162,7 +162,7 @@ def test_overwrite_replaces_atomically(tmp_path):
     path = tmp_path / "db.picpac"
     write_db(path, 5)
     with picpac.Reader(path) as old:
-        with picpac.Writer(path) as w:
+        with picpac.Writer(path, overwrite=True) as w:
             w.append(image=b"replacement")
             with picpac.Reader(path) as still_old:
                 assert len(still_old) == 5
@@ -325,7 +325,7 @@ def test_a_symlink_path_writes_its_target(tmp_path, append):
     link = tmp_path / "link.picpac"
     link.symlink_to(target)
     for i in range(2):  # creates the target, then replaces (or appends to) it
-        with picpac.Writer(link, append=append) as w:
+        with picpac.Writer(link, append=append, overwrite=not append) as w:
             w.append(image=payload(i))
     assert link.is_symlink() and os.readlink(link) == str(target)
     with picpac.Reader(link) as r:

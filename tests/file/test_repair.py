@@ -164,6 +164,31 @@ def test_cli_repair_and_verify(tmp_path):
     assert records(out) == expected(range(10))
     bad = subprocess.run(["picpac", "repair", str(tmp_path / "missing.picpac")], capture_output=True, text=True)
     assert bad.returncode == 2 and "does not exist" in bad.stderr
+    # an existing OUT is replaced only with --overwrite
+    out.write_bytes(b"precious")
+    refused = subprocess.run(["picpac", "repair", str(path), "-o", str(out)], capture_output=True, text=True)
+    assert refused.returncode == 2 and out.read_bytes() == b"precious"
+    assert refused.stderr == f"picpac: error: {out}: already exists; pass --overwrite (overwrite=True) to replace it " \
+                             "with the repaired database\n"
+    again = subprocess.run(["picpac", "repair", str(path), "-o", str(out), "--overwrite"], capture_output=True,
+                           text=True)
+    assert again.returncode == 0, again.stderr
+    assert records(out) == expected(range(10))
+    assert sorted(os.listdir(tmp_path)) == ["db.picpac", "out.picpac"]
+
+
+def test_repair_to_an_existing_output_needs_overwrite(tmp_path):
+    path = tmp_path / "db.picpac"
+    two_commits(path)
+    damage(path, SLOT_OFFSETS[1] + 9)
+    out = tmp_path / "out.picpac"
+    out.write_bytes(b"precious")
+    with pytest.raises(picpac.PathExistsError, match="already exists; pass --overwrite"):
+        repair(path, out)
+    assert out.read_bytes() == b"precious"
+    assert repair(path, out, overwrite=True).records == 10 and records(out) == expected(range(10))
+    assert repair(path, path).output == str(path)  # naming DB itself replaces it, as without -o
+    assert records(path) == expected(range(10))
 
 
 def test_not_a_database(tmp_path):

@@ -53,7 +53,7 @@ def test_replacing_while_an_appender_holds_the_lock_is_refused(tmp_path):
         w.append(image=b"old")
     appender = picpac.Writer(path, append=True)
     appender.append(image=b"appended")
-    replacer = picpac.Writer(path)
+    replacer = picpac.Writer(path, overwrite=True)
     replacer.append(image=b"replacement")
     with pytest.raises(picpac.WriterBusyError, match="another Writer is appending"):
         replacer.commit()
@@ -72,7 +72,7 @@ def test_appender_keeps_its_commit_when_a_replacement_is_refused(tmp_path):
     with picpac.Writer(path, append=True) as appender:
         appender.append(image=b"appended")
         with pytest.raises(picpac.WriterBusyError):
-            with picpac.Writer(path) as replacer:
+            with picpac.Writer(path, overwrite=True) as replacer:
                 replacer.append(image=b"replacement")
     with picpac.Reader(path) as r:
         assert [bytes(x["image"]) for x in r] == [b"old", b"appended"]

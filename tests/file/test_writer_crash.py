@@ -28,7 +28,7 @@ CHILD = textwrap.dedent(
     from conftest import payload
 
     path, mode, start, count, commit_every = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
-    with picpac.Writer(path, append=(mode == "append")) as w:
+    with picpac.Writer(path, append=(mode == "append"), overwrite=(mode == "create")) as w:
         print("started", flush=True)
         for i in range(start, start + count):
             w.append(image=payload(i, 200 + (i * 7919) % 4000), label=i, meta={{"i": i}})

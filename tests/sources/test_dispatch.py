@@ -31,3 +31,29 @@ def test_labels_and_classes_options_only_where_they_apply(tmp_path):
         scan(images, "yolo", root=tmp_path)
     with pytest.raises(SourceError, match=r"coco.json: is a file, but format 'yolo' reads a folder"):
         scan(tmp_path / "coco.json", "yolo", labels=tmp_path)
+
+
+@pytest.mark.parametrize("line", ["a.jpg\tcat", "a.jpg cat", "a.jpg   cat", "a.jpg\tmask"])
+def test_a_second_column_naming_a_class_is_a_list(tmp_path, line):
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"# images\n{line}\nb.jpg\tdog\n")
+    found = scan(listing)
+    assert found.source == f"list {listing}"
+    assert found.classes == sorted({line.split()[-1], "dog"})
+
+
+@pytest.mark.parametrize("second", ["a-mask.png", "masks/a.PNG", "existing"])
+def test_a_second_column_naming_a_mask_file_is_a_mask_list(tmp_path, second):
+    (tmp_path / "existing").write_bytes(b"")
+    listing = tmp_path / "list.txt"
+    listing.write_text(f"a.jpg\t{second}\n")
+    found = scan(listing)
+    assert found.source == f"masklist {listing}"
+    assert found.items[0].mask_path == str(tmp_path / second)
+
+
+@pytest.mark.parametrize("number, name", [(0, "dir"), ("1", "list"), (2, "classdirs"), ("3", "annolist"),
+                                          (4, "masklist")])
+def test_scan_takes_picpac_numbers(tmp_path, number, name):
+    from picpac.sources.base import format_name
+    assert format_name(number) == name

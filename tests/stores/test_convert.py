@@ -74,7 +74,10 @@ def test_stores_follow_their_formats_conventions(db, tmp_path):
     with tarfile.open(tmp_path / "d.tar") as tar:
         names = tar.getnames()
         assert names[:4] == ["000000.image", "000000.annotation", "000000.cls", "000001.image"]
-        assert tar.extractfile("000001.cls").read() == b"1" and tar.extractfile("000002.cls").read() == b"2.5"
+        assert tar.extractfile("000001.cls").read() == b"1" and tar.extractfile("000006.cls").read() == b"-7"
+        # WebDataset decodes .cls with int(): a label that is not a whole number goes to .picpac.label
+        assert "000002.cls" not in names and tar.extractfile("000002.picpac.label").read() == b"2.5"
+        assert tar.extractfile("000004.picpac.label").read() == b"-0.0"
         assert tar.extractfile("000001.json").read() == b'{"i":1,"name":"x1.jpg"}'
         assert names[-1] == "000022.picpac.json"
     stores.export_store(db, tmp_path / "d.sqlite", "sqlite")

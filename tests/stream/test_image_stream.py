@@ -4,6 +4,7 @@ from __future__ import annotations
 import re
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 
 import cv2
@@ -104,6 +105,19 @@ def test_pixels_labels_and_layouts_are_exact(db):
     gray = cv2.imdecode(np.frombuffer(png(np.full((6, 8, 3), (3, 6, 9), np.uint8)), np.uint8),
                         cv2.IMREAD_GRAYSCALE)  # OpenCV's own grayscale decode (not cvtColor: it rounds differently)
     assert images.shape == (4, 1, 6, 8) and (images[3, 0] == gray).all() and gray[0, 0] in (6, 7)
+
+
+def test_onehot_labels_of_many_classes_take_batch_x_classes(tmp_path):
+    path = make_db(tmp_path / "db.picpac", 4, labels=[0, 65535, 7, 65535])
+    tracemalloc.start()
+    try:
+        with picpac.ImageStream(path, loop=False, shuffle=False, batch=4, onehot=2**16) as s:
+            _, labels, _ = next(s)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert labels.shape == (4, 65536) and labels.sum() == 4 and labels[[0, 1, 2, 3], [0, 65535, 7, 65535]].all()
+    assert peak < 64 << 20  # 1 MiB of labels (before: a 65536 x 65536 identity, 16 GiB)
 
 
 def test_onehot_labels(tmp_path):

@@ -66,3 +66,21 @@ def test_cli_errors(db, args, message):
     out = subprocess.run(["picpac", "bench", str(db), "--seconds", "1", *args], capture_output=True, text=True,
                          timeout=60)
     assert out.returncode == 2 and message in out.stderr and "Traceback" not in out.stderr
+
+
+def test_process_backend_says_its_stage_times_are_not_measured(db):
+    out = subprocess.run(["picpac", "bench", str(db), "--seconds", "1", "--threads", "2", "batch=8",
+                          "resize_width=64", "resize_height=48", "backend=process"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert re.fullmatch(r"throughput: [\d,]+ img/s \([\d,]+ samples in [\d.]+ s, 2 workers\)", lines[0])
+    assert re.fullmatch(r"time per sample \(ms\): workers: not measured \(backend=process: their stage clocks run in "
+                        r"the worker processes\); consumer: waiting for and assembling batches [\d.]+", lines[1])
+    assert lines[2] == "worker busy: not measured"
+    # a bound only from what was measured: never a worker stage
+    assert re.fullmatch(r"bound by: the workers \(the consumer spent \d+% of the time waiting for batches\); which of "
+                        r"their stages is not measured with backend=process: run with backend=thread to see it"
+                        r"|bound by: the consumer: it spent only \d+% of the time waiting for batches, so the code "
+                        r"using the batches sets the pace; more workers will not help", lines[3])
+    assert len(lines) == 4

@@ -1,11 +1,16 @@
 """The `picpac` command line: help, version, demo, and one-line errors for files it cannot read."""
 from __future__ import annotations
 
+import ast
 import json
+import os
 import re
 import shutil
 import struct
 import subprocess
+import sys
+import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +18,9 @@ import pytest
 import picpac
 from picpac.tools.demo import CLASSES, run_demo
 from picpac.tools.info import describe
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 def run_cli(*args: str) -> subprocess.CompletedProcess:
@@ -30,9 +38,15 @@ def test_help_lists_the_commands():
         assert re.search(rf"^\s+{command}\s", result.stdout, re.MULTILINE), command
 
 
-def test_version():
-    result = run_cli("--version")
-    assert (result.returncode, result.stdout) == (0, f"picpac, version {picpac.__version__}\n")
+@pytest.mark.parametrize("command", ["picpac", "picpac-import"])
+def test_version_says_whether_region_decoding_is_built(command):
+    result = subprocess.run([command, "--version"], capture_output=True, text=True)
+    built = ("built (picpac.image._jpeg, libjpeg-turbo): JPEGs are decoded in part when a crop needs a part"
+             if picpac.image.REGION_DECODE else
+             "not built: JPEGs are decoded whole; install libjpeg-turbo's headers (Debian: libjpeg62-turbo-dev) "
+             "and reinstall picpac to build it")
+    assert (result.returncode, result.stdout) == (0, f"{command}, version {picpac.__version__}\n"
+                                                     f"region decoding: {built}\n")
 
 
 def test_demo_runs():
@@ -118,3 +132,63 @@ def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path):
     assert result.returncode == 2
     assert result.stderr.splitlines() == [f"picpac: error: {tmp_path}/list\\nfile.txt:2: holds a NUL byte; list files "
                                           "are text without NUL bytes (is it a binary file?)"]
+
+
+def test_docs_command_prints_the_packaged_pages(tmp_path):
+    """A wheel carries docs/*.md as picpac/_docs: `picpac docs TOPIC` prints them without the source tree."""
+    root = Path(__file__).resolve().parents[2]
+    src = tmp_path / "src"
+    shutil.copytree(root / "picpac", src / "picpac", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
+    shutil.copytree(root / "docs", src / "docs")
+    for name in ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in"):
+        shutil.copy(root / name, src)
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q",
+                            "-w", str(tmp_path / "wheel"), str(src)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr
+    (wheel,) = (tmp_path / "wheel").glob("picpac-*.whl")
+    installed = tmp_path / "installed"
+    with zipfile.ZipFile(wheel) as archive:
+        assert {f"picpac/_docs/{page.name}" for page in (root / "docs").glob("*.md")} <= set(archive.namelist())
+        archive.extractall(installed)
+    cli = "import sys; from picpac.tools.cli import main; sys.argv[0] = 'picpac'; main()"
+    env = {**os.environ, "PYTHONPATH": str(installed)}
+    done = subprocess.run([sys.executable, "-c", cli, "docs", "import"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (root / "docs" / "import.md").read_text()
+    listing = subprocess.run([sys.executable, "-c", cli, "docs"], cwd=tmp_path, env=env, capture_output=True,
+                             text=True).stdout.splitlines()
+    assert listing[0] == "picpac docs TOPIC prints a page; the topics:"
+    assert "  import        Importing images" in listing
+
+
+def test_docs_command_errors_and_help_points_to_it():
+    done = run_cli("docs", "nowhere")
+    assert done.returncode == 2
+    assert done.stderr == ("picpac: error: no documentation topic 'nowhere'; the topics are "
+                           + ", ".join(sorted(p.stem for p in DOCS.glob("*.md"))) + " (`picpac docs` lists them)\n")
+    assert run_cli("docs", "cli.md").stdout == (DOCS / "cli.md").read_text()
+    assert "Documentation: `picpac docs` lists the pages, `picpac docs TOPIC` prints one." in " ".join(
+        run_cli("--help").stdout.split())
+
+
+# user-facing strings still pointing to the source tree, in modules that others own (to be changed there)
+PENDING_DOCS_PATHS = {"picpac/image/shapes.py", "picpac/stream/config.py", "picpac/stream/image_stream.py"}
+
+
+def test_no_user_facing_string_points_to_the_source_tree():
+    """Messages and help texts say `picpac docs TOPIC`, never docs/x.md (a pip-installed user has no docs/
+    folder); docstrings and comments may name the files."""
+    root = Path(__file__).resolve().parents[2]
+    offenders = set()
+    for module in sorted((root / "picpac").rglob("*.py")):
+        tree = ast.parse(module.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
+                    and re.search(r"docs/\w+\.md", node.value)):
+                offenders.add(str(module.relative_to(root)))
+    assert offenders <= PENDING_DOCS_PATHS, offenders - PENDING_DOCS_PATHS

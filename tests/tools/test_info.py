@@ -85,8 +85,11 @@ def test_format_description_lines(tmp_path):
     assert lines[lines.index("labels:   count per label") + 1:][:4] == [
         "       0 cat: 1", "       1 dog: 2", "       2 bird: 3", "       5: 1"]
     assert "groups:   4 of 7 records in 3 groups" in lines
-    assert lines[-1] == ("images:   5 with size meta; width 20/40/64, height 10/48/100 (min/median/max); "
+    assert lines[-2] == ("images:   5 with size meta; width 20/40/64, height 10/48/100 (min/median/max); "
                          "channels 1: 1, 3: 3, 4: 1")
+    assert lines[-1] == ("decoding: region decoding built (C extension picpac.image._jpeg)" if picpac.image.REGION_DECODE
+                         else "decoding: region decoding not built (no C extension picpac.image._jpeg): "
+                              "JPEGs are decoded whole")
 
 
 def test_many_integral_labels_are_cut_after_20_lines(tmp_path):
@@ -100,7 +103,7 @@ def test_many_integral_labels_are_cut_after_20_lines(tmp_path):
     start = lines.index("labels:   count per label") + 1
     assert lines[start:start + 21] == [f"  {i:>6}: 1" for i in range(20)] + ["  ... and 5 more"]
     assert "groups:   none" in lines
-    assert lines[-1] == "images:   no size meta"
+    assert lines[-2] == "images:   no size meta"
 
 
 def test_continuous_labels_get_min_max_mean_and_histogram(tmp_path):

@@ -341,7 +341,6 @@ def test_existing_db_needs_overwrite(tmp_path):
 
 
 @pytest.mark.parametrize("content, fmt, message", [
-    ("# images\na.png\tcat\n", "list", r"list.txt:2: label 'cat' is not a number"),
     ("a.png\n", "list", r"list.txt:1: expected `path<TAB>label`, got 'a.png'"),
     ("a.png\n", "masklist", r"list.txt:1: expected `path<TAB>mask-path`"),
     ("a.png\t1\n", "dir", r"list.txt: is a file, but format 'dir' reads a folder"),
@@ -454,7 +453,9 @@ def test_cli_import_and_picpac_import(tmp_path):
 
 @pytest.mark.parametrize("args, message", [
     (("picpac", "import", "nowhere", "db"), "picpac: error: nowhere: no such file or directory"),
-    (("picpac-import", "-f", "1", "list.txt", "db"), "picpac-import: error: list.txt:1: label 'x' is not a number"),
+    (("picpac-import", "-f", "1", "list.txt", "db"),
+     "picpac-import: error: list.txt: none of its 1 images could be imported, nothing was written; "
+     "first problem: a.png: missing file (list.txt:1)"),
     (("picpac", "import", "list.txt", "list.txt"), "picpac: error: list.txt: already exists; pass --overwrite"),
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):

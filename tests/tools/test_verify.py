@@ -18,8 +18,9 @@ from conftest import payload
 
 
 def write_small_db(path) -> bytes:
-    """Three records (about 700 bytes in all), each with meta {"path": "I.jpg"}; returns the file's bytes."""
-    with picpac.Writer(path, metadata={"classes": ["a", "b"]}) as w:
+    """Three records (about 700 bytes in all), each with meta {"path": "I.jpg"}; returns the file's bytes
+    (replacing what ``path`` held)."""
+    with picpac.Writer(path, overwrite=True, metadata={"classes": ["a", "b"]}) as w:
         for i in range(3):
             w.append(image=payload(i, 40), label=i % 2, group=i, meta={"path": f"{i}.jpg"})
     return path.read_bytes()
