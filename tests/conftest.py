@@ -2,7 +2,9 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import struct
+import subprocess
 import zlib
 from pathlib import Path
 
@@ -13,6 +15,13 @@ import pytest
 import picpac
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def run_console(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run an installed console script (``picpac``, ``picpac-import``) in ``cwd``; skip if it is not installed."""
+    if shutil.which(args[0]) is None:
+        pytest.skip(f"console script {args[0]} not on PATH; run `pip install -e .`")
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
 
 
 def payload(i: int, size: int | None = None) -> bytes:

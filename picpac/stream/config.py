@@ -288,7 +288,7 @@ KEYS: dict[str, Key] = {
 }
 
 LEGACY = LEGACY_KEYS
-"""PicPac's keys that are turned into others (legacy.translate; docs/stream.md, "PicPac's configs")."""
+"""PicPac's keys that are turned into others (legacy.translate; `picpac docs stream`, "PicPac's configs")."""
 
 
 def parse(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -298,7 +298,7 @@ def parse(config: Mapping[str, Any]) -> dict[str, Any]:
     if unknown:
         name = unknown[0]
         close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "; see docs/stream.md for the keys"
+        hint = f"; did you mean {close[0]!r}?" if close else "; see `picpac docs stream` for the keys"
         raise PicPacValueError(f"unknown config key {name!r}{hint}")
     values = {name: key.default for name, key in KEYS.items()}
     for name, value in given.items():

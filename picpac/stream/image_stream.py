@@ -165,7 +165,7 @@ class _Pipeline:
             raise PicPacValueError(f"{reader.path}: task={c['task']!r} with annotate={c['annotate']!r} reads the "
                                    f"{' or '.join(map(repr, needed))} field, but no record has one; the database's "
                                    f"fields: {reader.fields} (picpac import writes annotations, annotation_field "
-                                   "names another field; docs/augment.md)")
+                                   "names another field; see `picpac docs augment`)")
 
     def _check_channels(self) -> None:
         """With channels=-1 (as stored), mean/std fit the channels of the database's images, from its

@@ -229,13 +229,7 @@ def _mapping(value: Any) -> str:
 def _label_lines(labels: dict[str, Any]) -> list[str]:
     if labels["integral"]:
         counts = labels["counts"]
-        lines = ["labels:   count per label" if counts else "labels:   (no records)"]
-        for entry in counts[:MAX_LABEL_LINES]:
-            name = f" {entry['name']}" if entry["name"] is not None else ""
-            lines.append(f"  {entry['label']:>6}{name}: {entry['count']}")
-        if len(counts) > MAX_LABEL_LINES:
-            lines.append(f"  ... and {len(counts) - MAX_LABEL_LINES} more")
-        return lines
+        return ["labels:   count per label" if counts else "labels:   (no records)", *_count_lines(counts)]
     lines = [f"labels:   continuous: min {labels['min']:g}, max {labels['max']:g}, mean {labels['mean']:g}"
              if labels["histogram"] else "labels:   continuous: no finite labels"]
     if labels["non_finite"]:
@@ -255,7 +249,12 @@ def _shape_lines(shapes: dict[str, Any]) -> list[str]:
     if shapes["unreadable"]:
         head += f"; {shapes['unreadable']} annotations are not PicPac JSON shapes"
     counts = shapes["counts"]
-    lines = [head + ("; count per shape label" if counts else "")]
+    return [head + ("; count per shape label" if counts else ""), *_count_lines(counts)]
+
+
+def _count_lines(counts: list[dict[str, Any]]) -> list[str]:
+    """One line per label (its name when it has one), the first MAX_LABEL_LINES of them."""
+    lines = []
     for entry in counts[:MAX_LABEL_LINES]:
         name = f" {entry['name']}" if entry["name"] is not None else ""
         lines.append(f"  {entry['label']!s:>6}{name}: {entry['count']}")

@@ -172,10 +172,6 @@ def test_docs_command_errors_and_help_points_to_it():
         run_cli("--help").stdout.split())
 
 
-# user-facing strings still pointing to the source tree, in modules that others own (to be changed there)
-PENDING_DOCS_PATHS = {"picpac/image/shapes.py", "picpac/stream/config.py", "picpac/stream/image_stream.py"}
-
-
 def test_no_user_facing_string_points_to_the_source_tree():
     """Messages and help texts say `picpac docs TOPIC`, never docs/x.md (a pip-installed user has no docs/
     folder); docstrings and comments may name the files."""
@@ -191,4 +187,4 @@ def test_no_user_facing_string_points_to_the_source_tree():
             if (isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings
                     and re.search(r"docs/\w+\.md", node.value)):
                 offenders.add(str(module.relative_to(root)))
-    assert offenders <= PENDING_DOCS_PATHS, offenders - PENDING_DOCS_PATHS
+    assert not offenders, offenders

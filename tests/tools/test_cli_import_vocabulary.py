@@ -4,21 +4,16 @@ command that printed them accepts. Real subprocesses on real ImageNet images cop
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 import picpac
 from picpac.sources.base import FORMATS, PICPAC_NUMBERS, format_name
 
+from conftest import run_console
+
 COMMANDS = [("picpac", "import"), ("picpac-import",)]
 IDS = ["picpac import", "picpac-import"]
-
-
-def run(*args: str, cwd) -> subprocess.CompletedProcess:
-    if shutil.which(args[0]) is None:
-        pytest.skip(f"console script {args[0]} not on PATH; run `pip install -e .`")
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture
@@ -44,7 +39,7 @@ def test_one_table():
 @pytest.mark.parametrize("fmt", ["2", "classdirs"])
 def test_numbers_and_names_import_the_same(images, command, fmt):
     tmp, rows = images
-    done = run(*command, "-f", fmt, "classes", "db.picpac", cwd=tmp)
+    done = run_console(*command, "-f", fmt, "classes", "db.picpac", cwd=tmp)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported 4 records from classdirs {tmp / 'classes'} into db.picpac (")
     with picpac.Reader(tmp / "db.picpac") as db:
@@ -59,7 +54,7 @@ def test_yolo_options_on_both(images, command):
     first = sorted((tmp / "flat").glob("*.JPEG"))[0]
     (tmp / "labels" / f"{first.stem}.txt").write_text("1 0.5 0.5 0.2 0.4\n")
     (tmp / "names.txt").write_text("cat\ndog\n")
-    done = run(*command, "-f", "yolo", "flat", "db.picpac", "--labels", "labels", "--classes", "names.txt", cwd=tmp)
+    done = run_console(*command, "-f", "yolo", "flat", "db.picpac", "--labels", "labels", "--classes", "names.txt", cwd=tmp)
     assert done.returncode == 0, done.stderr
     with picpac.Reader(tmp / "db.picpac") as db:
         assert db.classes == ["cat", "dog"] and len(db) == 4
@@ -88,7 +83,7 @@ def test_errors_name_options_the_command_accepts(images, command, prog, args, me
     (tmp / "names.txt").write_text("cat\n")
     (tmp / "empty").mkdir()
     src = args[2]
-    done = run(*command, *args[:2], src, "db.picpac", *args[3:], cwd=tmp)
+    done = run_console(*command, *args[:2], src, "db.picpac", *args[3:], cwd=tmp)
     assert done.returncode == 2
     if message is None:  # a usage error of click: the usage line names the command
         assert done.stderr.splitlines()[0] == f"Usage: {' '.join(command)} [OPTIONS] SRC DB"
@@ -99,7 +94,7 @@ def test_errors_name_options_the_command_accepts(images, command, prog, args, me
 
 @pytest.mark.parametrize("command", COMMANDS, ids=IDS)
 def test_both_accept_every_option_the_shared_messages_suggest(tmp_path, command):
-    helptext = run(*command, "--help", cwd=tmp_path).stdout
+    helptext = run_console(*command, "--help", cwd=tmp_path).stdout
     for option in ("-f, --format FORMAT|N", "--from", "--labels", "--classes", "--root", "--overwrite", "--strict",
                    "--max-pixels", "--max-size", "--threads"):
         assert f"  {option} " in helptext, option
@@ -118,7 +113,7 @@ def test_both_accept_every_option_the_shared_messages_suggest(tmp_path, command)
 ])
 def test_unknown_formats(images, command, value, message):
     tmp, _ = images
-    done = run(*command, "-f", value, "flat", "db.picpac", cwd=tmp)
+    done = run_console(*command, "-f", value, "flat", "db.picpac", cwd=tmp)
     assert done.returncode == 2
     assert done.stderr.splitlines()[-1] == f"Error: Invalid value for '-f' / '--format': {message}"
     assert not (tmp / "db.picpac").exists()
@@ -130,7 +125,7 @@ def test_a_list_of_class_names_is_a_classification_list_never_a_mask_list(images
     tmp, rows = images
     (tmp / "flat" / "train.txt").write_text("".join(f"{name}{separator}{class_name}\n" for name, class_name in rows))
     fmt = ("-f", "auto") if command == ("picpac-import",) else ()  # picpac-import's default is 1, list
-    done = run(*command, *fmt, "flat/train.txt", "db.picpac", cwd=tmp)
+    done = run_console(*command, *fmt, "flat/train.txt", "db.picpac", cwd=tmp)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported 4 records from list {tmp / 'flat' / 'train.txt'} into db.picpac (")
     names = sorted({class_name for _, class_name in rows})
@@ -144,6 +139,6 @@ def test_a_list_of_existing_mask_files_is_a_mask_list(images):
     # a mask named without an image extension is still a mask when the file exists
     shutil.copy(tmp / "flat" / rows[0][0], tmp / "flat" / "mask0")
     (tmp / "flat" / "masks.txt").write_text(f"{rows[0][0]} mask0\n")
-    done = run("picpac", "import", "flat/masks.txt", "db.picpac", cwd=tmp)
+    done = run_console("picpac", "import", "flat/masks.txt", "db.picpac", cwd=tmp)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported 1 records from masklist {tmp / 'flat' / 'masks.txt'} into db.picpac (")

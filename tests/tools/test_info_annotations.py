@@ -3,17 +3,12 @@ labels and shape classes apart, shapes counted per class, names from the metadat
 from __future__ import annotations
 
 import shutil
-import subprocess
 
 import pytest
 
 import picpac
 
-
-def run(*args: str, cwd) -> subprocess.CompletedProcess:
-    if shutil.which(args[0]) is None:
-        pytest.skip(f"console script {args[0]} not on PATH; run `pip install -e .`")
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=120)
+from conftest import run_console
 
 
 @pytest.fixture
@@ -40,10 +35,10 @@ def lines_between(lines: list[str], start: str, end: str) -> list[str]:
 
 
 def test_detection_db_shows_shape_classes_apart_from_record_labels(coco):
-    done = run("picpac", "import", "-f", "yolo", "images", "det.picpac", "--classes", "detection-classes.yaml",
+    done = run_console("picpac", "import", "-f", "yolo", "images", "det.picpac", "--classes", "detection-classes.yaml",
                cwd=coco)
     assert done.returncode == 0, done.stderr
-    info = run("picpac", "info", "det.picpac", cwd=coco)
+    info = run_console("picpac", "info", "det.picpac", cwd=coco)
     assert info.returncode == 0, info.stderr
     lines = info.stdout.splitlines()
     with picpac.Reader(coco / "det.picpac") as db:
@@ -74,9 +69,9 @@ def test_coco_ids_with_gaps_are_listed_with_their_ids(shared_data, tmp_path):
     src = shared_data / "coco128-train" / "panoptic" / "panoptic_train2017.json"
     shutil.copy(src, tmp_path / "panoptic.json")
     shutil.copytree(shared_data / "coco128-train" / "images", tmp_path / "images")
-    done = run("picpac", "import", "panoptic.json", "pan.picpac", "--root", "images", cwd=tmp_path)
+    done = run_console("picpac", "import", "panoptic.json", "pan.picpac", "--root", "images", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
-    lines = run("picpac", "info", "pan.picpac", cwd=tmp_path).stdout.splitlines()
+    lines = run_console("picpac", "info", "pan.picpac", cwd=tmp_path).stdout.splitlines()
     with picpac.Reader(tmp_path / "pan.picpac") as db:
         classes = db.classes
     named = [(i, name) for i, name in enumerate(classes) if name]
@@ -90,15 +85,15 @@ def test_coco_ids_with_gaps_are_listed_with_their_ids(shared_data, tmp_path):
 
 
 def test_segmentation_db_names_the_mask_values(coco):
-    done = run("picpac", "import", "-f", "maskdir", "images", "seg.picpac", "--labels", "masks",
+    done = run_console("picpac", "import", "-f", "maskdir", "images", "seg.picpac", "--labels", "masks",
                "--classes", "semantic-classes.yaml", cwd=coco)
     assert done.returncode == 0, done.stderr
-    info = run("picpac", "info", "seg.picpac", "--json", cwd=coco)
+    info = run_console("picpac", "info", "seg.picpac", "--json", cwd=coco)
     import json
     d = json.loads(info.stdout)
     assert d["classes_of"] == "masks" and d["shapes"] is None
     assert d["labels"]["counts"] == [{"label": 0, "name": None, "count": d["records"]}]
-    lines = run("picpac", "info", "seg.picpac", cwd=coco).stdout.splitlines()
+    lines = run_console("picpac", "info", "seg.picpac", cwd=coco).stdout.splitlines()
     (line,) = [line for line in lines if line.startswith("classes:")]
     assert " of the mask pixel values: " in line and ", ," not in line
     assert "fields:   image, mask" in lines

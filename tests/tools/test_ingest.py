@@ -15,10 +15,12 @@ import numpy as np
 import pytest
 
 from picpac import MissingPathError, PicPacValueError, Reader, SourceError, image
-from picpac.tools.cli import IMPORT_FORMATS
 from picpac.errors import ImportFailedError
 from picpac.ingest import import_dataset
 from picpac.sources import FORMATS, scan
+from picpac.tools.cli import IMPORT_FORMATS
+
+from conftest import run_console
 
 IMAGENET = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "imagenet-250"
 
@@ -428,25 +430,19 @@ def test_exif_orientation_is_applied_to_sizes_and_downsizing(tmp_path):
     assert shown[:5].mean() > 200 and shown[-5:].mean() < 50  # the white quarter is on top after rotation
 
 
-def run_cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    if shutil.which(args[0]) is None:
-        pytest.skip(f"console script {args[0]} not on PATH; run `pip install -e .`")
-    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=60)
-
-
 def test_cli_import_and_picpac_import(tmp_path):
     src = make_imagefolder(tmp_path)
-    done = run_cli("picpac", "import", str(src), "db", "--threads", "2", "--max-size", "5", cwd=tmp_path)
+    done = run_console("picpac", "import", str(src), "db", "--threads", "2", "--max-size", "5", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported 3 records from imagefolder {src} into db (")
     assert read_all(tmp_path / "db")[0]["classes"] == ["bird", "cat", "dog"]
 
     listing = make_list(tmp_path)
-    done = run_cli("picpac-import", "-f", "1", listing.name, "list.db", cwd=listing.parent)
+    done = run_console("picpac-import", "-f", "1", listing.name, "list.db", cwd=listing.parent)
     assert done.returncode == 0, done.stderr
     assert [r[0] for r in read_all(listing.parent / "list.db")[1]] == [3.0, 1.5]
 
-    again = run_cli("picpac-import", "-f", "1", listing.name, "list.db", "--overwrite", "--strict",
+    again = run_console("picpac-import", "-f", "1", listing.name, "list.db", "--overwrite", "--strict",
                     cwd=listing.parent)
     assert again.returncode == 0, again.stderr
 
@@ -460,7 +456,7 @@ def test_cli_import_and_picpac_import(tmp_path):
 ])
 def test_cli_errors_are_one_line(tmp_path, args, message):
     write_text(tmp_path / "list.txt", "a.png\tx\n")
-    done = run_cli(*args, cwd=tmp_path)
+    done = run_console(*args, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.startswith(message) and done.stderr.count("\n") == 1
     assert "Traceback" not in done.stderr and not (tmp_path / "db").exists()
