@@ -2,7 +2,6 @@
 (never unpickled), damaged .npy headers, arrays of the wrong type or length; each a PicPacError naming it."""
 from __future__ import annotations
 
-import io
 import re
 import zipfile
 
