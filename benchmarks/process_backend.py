@@ -1,10 +1,12 @@
 """backend='process' against backend='thread' (the process backend issue).
 
-Two workloads over one synthetic database (PNG images, decode -> crop -> batch):
+Three workloads over one synthetic database (PNG images, decode -> crop -> batch):
 * ``tiny``: 32x32 images and no Python transform: the per-sample cost is mostly hand-off, so
   this measures the engine's overhead (threads should win);
 * ``python``: the same plus a pure-Python transform holding the GIL for about 1 ms per sample
-  (the case the process backend is for: threads serialise on the GIL, processes do not).
+  (the case the process backend is for: threads serialise on the GIL, processes do not);
+* ``large``: resized to 224x224 and given as float32 (600 KB a sample, 38 MB a batch): the case where
+  copying a batch out of the shared ring costs the most.
 Each workload runs on threads, on processes (batches copied out of the shared ring: ``copy=True``, the
 default) and on processes with zero-copy views (``copy=False``); the last line gives the copy's cost.
 Interleaved runs, medians; each run streams one pass with the workers already started.
@@ -42,9 +44,15 @@ def build(path: str, samples: int) -> None:
             w.append(image=cv2.imencode(".png", pixels)[1].tobytes(), label=i % 10)
 
 
-def rate(path: str, backend: str, workers: int, transforms: list, copy: bool = True) -> float:
-    config = dict(loop=False, batch=64, crop_width=32, crop_height=32, perturb=True, dtype="uint8",
-                  workers=workers, backend=backend, transforms=transforms, copy=copy)
+WORKLOADS = {
+    "tiny": dict(crop_width=32, crop_height=32, dtype="uint8"),
+    "python": dict(crop_width=32, crop_height=32, dtype="uint8", transforms=[python_work]),
+    "large": dict(resize_width=224, resize_height=224, dtype="float32"),
+}
+
+
+def rate(path: str, backend: str, workers: int, workload: dict, copy: bool = True) -> float:
+    config = dict(loop=False, batch=64, perturb=True, workers=workers, backend=backend, copy=copy, **workload)
     with picpac.ImageStream(path, **config) as s:
         next(s)  # start the workers (and make the ring) outside the timing
         for _ in s:
@@ -65,17 +73,17 @@ def main() -> None:
         path = os.path.join(tmp, "bench.picpac")
         build(path, args.samples)
         for _ in range(args.repeats):
-            for workload, transforms in (("tiny", []), ("python", [python_work])):
+            for workload, settings in WORKLOADS.items():
                 for backend, copy, name in (("thread", True, "thread"), ("process", True, "process"),
                                             ("process", False, "process copy=False")):
                     runs.setdefault(f"{workload:6} {name:18}", []).append(
-                        rate(path, backend, args.workers, transforms, copy))
-    print(f"{args.samples} samples 40x40 PNG, crop 32, batch 64, {args.workers} workers, "
+                        rate(path, backend, args.workers, settings, copy))
+    print(f"{args.samples} samples 40x40 PNG, crop 32 (large: resize 224, float32), batch 64, {args.workers} workers, "
           f"median of {args.repeats}, {os.cpu_count()} cores")
     medians = {name: statistics.median(values) for name, values in runs.items()}
     for name, value in medians.items():
         print(f"  {name}  {value:9.0f} img/s")
-    for workload in ("tiny", "python"):
+    for workload in WORKLOADS:
         ratio = medians[f"{workload:6} {'process':18}"] / medians[f"{workload:6} {'process copy=False':18}"]
         print(f"  {workload}: the default copy runs at {ratio:.2f}x the zero-copy rate")
 
