@@ -1,7 +1,11 @@
-"""Bugs the fuzzers found that are not fixed yet (docs/reliability.md lists each with a reproducer).
+"""Failures the fuzzers meet that picpac's code does not fix (docs/reliability.md lists each with a reproducer).
 
+What is left are crashes inside liblmdb and libhdf5 on damaged files: the targets drive ``open_reader``,
+which runs those libraries in the calling process (documented for trusted files only), while every
+import reads them in a child process where a crash is a CorruptError (``IsolatedReader``). A bug the
+fuzzers find goes here until it is fixed, then its entry is deleted and the tests hold the fix.
 The CI tests tolerate exactly these signatures (``Known.matches``) and fail on any other; the runner
-counts them apart. When a bug is fixed, delete its entry: the tests then hold the fix.
+counts them apart.
 """
 from __future__ import annotations
 
