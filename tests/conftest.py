@@ -3,6 +3,7 @@ from __future__ import annotations
 import hashlib
 import os
 import shutil
+import signal
 import struct
 import subprocess
 import zlib
@@ -15,6 +16,11 @@ import pytest
 import picpac
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+# A run under nohup inherits SIGHUP ignored, and every child with it: the signal tests (SIGHUP stops a command
+# and cleans up) need the default disposition that a shell gives.
+signal.signal(signal.SIGHUP, signal.SIG_DFL)
 
 
 def run_console(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
