@@ -1,7 +1,8 @@
 """Sampling: which records a stream reads, and in what order (``picpac.sampling``, also batchup's module).
 
 * ``folds``: K-fold assignment (stratified, group-aware) and fold selection;
-* ``sampler``: ``Sampler``, the order of every pass of a stream;
+* ``sampler``: ``Sampler``, the order of every pass of a stream, and ``shard``, a rank's share of one
+  (``picpac.sampling.sampler.shard``);
 * ``batch_samplers``: batchup's samplers of index mini-batches, and ``data_source`` batchup's data
   sources on them (``picpac.data_source``).
 

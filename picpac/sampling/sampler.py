@@ -1,14 +1,43 @@
 """The order in which a stream reads its pool in each pass: shuffled, reshuffled per epoch, or
-class-balanced round robin (``oversample``)."""
+class-balanced round robin (``oversample``); and each rank's share of an epoch's order (``shard``)."""
 from __future__ import annotations
 
-from itertools import chain, islice
 from typing import Iterator
 
 import numpy as np
 
 from ..errors import PicPacValueError
 from .common import CLASS, ORDER, as_labels, check_int, class_codes, seeded_rng
+
+
+def shard(count: int, rank: int, world_size: int, *, pad: bool = True, start: int = 0) -> tuple[np.ndarray, int]:
+    """Rank ``rank``'s share of items ``start .. count - 1`` of an epoch's order of ``count`` items: indices
+    into that order (int64), and how many of them are real (the rest, at the end, repeat others).
+
+    As torch's ``DistributedSampler`` splits an epoch: the ``L = count - start`` items left are made a
+    multiple of ``world_size``, with ``pad`` by repeating them from the first (the list cycled), without it
+    by dropping the last ``L % world_size``; rank ``r`` takes items ``r, r + W, r + 2W, ...`` of that list.
+    So every rank gets as many items (``ceil(L / W)``, or ``floor``), the ranks' real items are disjoint
+    and cover the items left (all but the dropped ones), and once every rank took ``c`` items, the items
+    taken are the first ``c * W`` of the list: a prefix of the epoch's order (what makes elastic resume
+    exact). Nothing of size ``count`` or ``world_size`` is built: O(share).
+    """
+    count = check_int(count, "count", 0)
+    world_size = check_int(world_size, "world_size", 1)
+    rank = check_int(rank, "rank", 0)
+    start = check_int(start, "start", 0)
+    if rank >= world_size:
+        raise PicPacValueError(f"rank must be in [0, world_size={world_size}), got {rank}")
+    if start > count:
+        raise PicPacValueError(f"start ({start}) is past the epoch's {count} items")
+    left = count - start
+    share = -(-left // world_size) if pad else left // world_size
+    if not share:
+        return np.empty(0, np.int64), 0
+    index = rank + world_size * np.arange(share, dtype=np.int64)
+    real = 0 if rank >= left else min(share, -(-(left - rank) // world_size))
+    return start + index % left, real
+
 
 class Sampler:
     """The order in which one stream reads its pool of ``n`` samples (positions ``0..n-1``).
@@ -97,14 +126,35 @@ class Sampler:
         the first ``count`` pairs ``at(start)`` yields, computed at once."""
         start, count = check_int(start, "start", 0), check_int(count, "count", 0)
         if self._oversample:
-            pairs = np.fromiter(chain.from_iterable(islice(self._endless_classes(start), count)), np.int64, 2 * count)
-            return pairs[0::2].copy(), pairs[1::2].copy()
+            return self._take_classes(start, count)
         stream = np.arange(start, start + count, dtype=np.int64)
         epochs, items = np.divmod(stream, self._n)
         positions = np.empty(count, np.int64)
         for epoch in np.unique(epochs).tolist():
             chosen = epochs == epoch
             positions[chosen] = self._order(epoch)[items[chosen]]
+        return positions, epochs
+
+    def _take_classes(self, start: int, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """``take`` of the class round robin, with NumPy: per class, per cycle, one slice."""
+        n_classes = len(self._members)
+        positions, epochs = np.empty(count, np.int64), np.empty(count, np.int64)
+        for c, members in enumerate(self._members):
+            first = (c - start) % n_classes  # the first index of the run read from class c
+            if first >= count:
+                continue
+            j = (start + first) // n_classes + np.arange(len(range(first, count, n_classes)), dtype=np.int64)
+            cycles, items = np.divmod(j, len(members))
+            epochs[first::n_classes] = cycles
+            out = positions[first::n_classes]  # a view: filled cycle by cycle
+            bounds = np.flatnonzero(np.diff(cycles)) + 1
+            for lo, hi in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(j)].tolist()):
+                cycle = int(cycles[lo])
+                key = self._key(cycle)
+                hit = self._class_cache[c]
+                if hit is None or hit[0] != key:
+                    hit = self._class_cache[c] = (key, self.class_order(c, cycle).tolist())
+                out[lo:hi] = np.asarray(hit[1], np.int64)[items[lo:hi]]
         return positions, epochs
 
     def _endless(self, p: int) -> Iterator[tuple[int, int]]:

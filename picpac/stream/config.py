@@ -21,6 +21,8 @@ MAX_SCALE = 16.0
 """The largest ``pert_min_scale`` / ``pert_max_scale``."""
 MAX_CLASSES = 2**16
 """The largest ``onehot`` (classes) and ``max_boxes``."""
+MAX_RANKS = 2**31 - 1
+"""The largest ``world_size``."""
 MAX_BATCH_BYTES = 2**34
 """The most one batch's arrays may take when the config fixes their shapes (16 GiB)."""
 
@@ -65,6 +67,11 @@ def _bounded(low: float, high: float) -> Callable[[str, Any], float]:
             raise PicPacValueError(f"config key {name!r} must be in [{low:g}, {high:g}], got {value:g}")
         return value
     return check
+
+
+def _optional_int(low: int, high: int) -> Callable[[str, Any], int | None]:
+    check = _int(low, high)
+    return lambda name, value: None if value is None else check(name, value)
 
 
 def _choice(*options: Any) -> Callable[[str, Any], Any]:
@@ -223,6 +230,10 @@ KEYS: dict[str, Key] = {
     "profile": Key(False, _bool),
     "cache": Key(False, _bool),
     "skip_errors": Key(False, _bool),
+    # ranks (distributed training)
+    "rank": Key(None, _optional_int(0, MAX_RANKS - 1)),
+    "world_size": Key(None, _optional_int(1, MAX_RANKS)),
+    "shard_pad": Key(True, _bool),
     # splits and mixing
     "split": Key(1, _int(1, 2**31 - 1)),
     "split_fold": Key(0, _int(0, 2**31 - 2)),
@@ -312,6 +323,7 @@ def _check_together(c: dict[str, Any]) -> None:
         raise PicPacValueError(f"config keys 'threads' ({c['threads']}) and 'workers' ({c['workers']}) are two "
                                "names of one count (PicPac's and the backend-neutral one); give one")
     c["workers"] = c["threads"] = c["workers"] if c["workers"] is not None else c["threads"]
+    _check_ranks(c)
     if c["split_fold"] >= c["split"] > 1:
         raise PicPacValueError(f"config key 'split_fold' must be < split={c['split']}, got {c['split_fold']}")
     if c["round_div"] and not 0 <= c["round_mod"] < c["round_div"]:
@@ -353,6 +365,39 @@ def _check_together(c: dict[str, Any]) -> None:
             raise PicPacValueError(f"config key {name!r} has {len(c[name])} values for channels={c['channels']}: "
                                    f"give 1 or {c['channels']}")
     _check_output_size(c)
+
+
+RANK_VARIABLES = ("RANK", "WORLD_SIZE")
+"""The environment variables that give ``rank`` and ``world_size`` when the config leaves them None (both
+must be set, as torchrun and most launchers set them)."""
+
+
+def _check_ranks(c: dict[str, Any]) -> None:
+    """``rank`` and ``world_size``: given, else from RANK and WORLD_SIZE when both are set, else 0 and 1;
+    then 0 <= rank < world_size."""
+    where = {"rank": "", "world_size": ""}
+    if c["rank"] is None or c["world_size"] is None:
+        env = [os.environ.get(name) for name in RANK_VARIABLES]
+        if None not in env:
+            for key, variable, text, low in zip(("rank", "world_size"), RANK_VARIABLES, env, (0, 1)):
+                if c[key] is not None:
+                    continue
+                try:
+                    value = int(text.strip())
+                except ValueError:
+                    raise PicPacValueError(f"config key {key!r} is None, so it comes from the environment variable "
+                                           f"{variable}, but {variable}={text!r} is not an int") from None
+                if not low <= value <= MAX_RANKS - 1 + low:
+                    raise PicPacValueError(f"config key {key!r} is None, so it comes from the environment variable "
+                                           f"{variable}, but {variable}={value} is not in [{low}, {MAX_RANKS - 1 + low}]")
+                c[key], where[key] = value, f" (from the environment variable {variable})"
+    if c["world_size"] is None:
+        c["world_size"] = 1
+    if c["rank"] is None:
+        c["rank"] = 0
+    if c["rank"] >= c["world_size"]:
+        raise PicPacValueError(f"config key 'rank' must be in [0, world_size={c['world_size']}{where['world_size']}), "
+                               f"got {c['rank']}{where['rank']}")
 
 
 def _check_output_size(c: dict[str, Any]) -> None:

@@ -22,41 +22,13 @@ from ..file.reader import Reader
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
 from .config import parse
+from .position import Keys, Position, load_state_dict, state_dict
 from .sample_path import SampleLoader, SampleProcessWork
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
 KEEP = 2
 """backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
-
-
-class _Keys:
-    """The keys ``(position, epoch)`` of one iteration: the endless stream from ``start``, or one pass's
-    ``order`` (positions) of ``epoch``; one at a time (per-sample path) or as arrays (batch path)."""
-
-    def __init__(self, sampler: Sampler, start: int = 0, order: np.ndarray | None = None, epoch: int = 0):
-        self.sampler, self.start, self.order, self.epoch = sampler, start, order, epoch
-
-    def __iter__(self) -> Iterator[tuple[int, int]]:
-        if self.order is None:
-            return self.sampler.at(self.start)
-        return ((p, self.epoch) for p in self.order.tolist())
-
-    @property
-    def cover(self) -> int:
-        """Any this many consecutive keys read every sample of the pool (a finite pass: all its keys)."""
-        return self.sampler.cover if self.order is None else len(self.order)
-
-    def chunks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        """(positions, epochs) arrays of ``size`` keys at a time (the last chunk of a pass may be shorter)."""
-        if self.order is None:
-            start = self.start
-            while True:
-                yield self.sampler.take(start, size)
-                start += size
-        for i in range(0, len(self.order), size):
-            part = self.order[i:i + size]
-            yield part, np.full(len(part), self.epoch, np.int64)
 
 
 class _Pipeline:
@@ -82,6 +54,7 @@ class _Pipeline:
             self._check_fields()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
                                     oversample=c["oversample"])
+            self.position = Position(self._sampler, c, self._readers[0].path)
             self.loader = SampleLoader(self._readers, c)
             self.processor = self.loader.processor
             self._check_channels()
@@ -96,8 +69,6 @@ class _Pipeline:
         except BaseException:
             self.close()
             raise
-        self.position = 0  # samples of the endless stream consumed so far (loop=True)
-        self.passes = 0  # passes started (loop=False)
         self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
                       "path": "sample" if self.plan is None else "batch", "path_reason": self.path_reason}
@@ -196,17 +167,22 @@ class _Pipeline:
                            float(self._labels[position]))
 
     # -- batches ---------------------------------------------------------------------------------
-    def batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+    def batches(self, keys: Keys, real: int | None) -> Iterator[Batch]:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
         self._failed = (keys.cover, -2, 0)
         if self.plan is not None:
-            return self._vector_batches(keys, real)
+            return self._finishing(self._vector_batches(keys, real))
         if self.config["backend"] == "process":
-            return self._process_batches(keys, real)
-        return self._thread_batches(keys, real)
+            return self._finishing(self._process_batches(keys, real))
+        return self._finishing(self._thread_batches(keys, real))
+
+    def _finishing(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+        """``batches``, and the end of the pass noted when they end (loop=False)."""
+        yield from batches
+        self.position.finish()
 
     # -- the batch path: array records gathered, transformed and converted a whole batch at a time ------
-    def _vector_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+    def _vector_batches(self, keys: Keys, real: int | None) -> Iterator[Batch]:
         """Batches of whole-batch jobs, one per ``batch`` keys; samples skipped (skip_errors) are made up
         from the next job's, so every batch but a pass's last is full, as on the per-sample path."""
         batch = self.config["batch"]
@@ -305,7 +281,7 @@ class _Pipeline:
         self._advance(int(index[-1]) + 1 - done)
         return out
 
-    def _thread_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+    def _thread_batches(self, keys: Keys, real: int | None) -> Iterator[Batch]:
         batch = self.config["batch"]
         images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
@@ -341,7 +317,7 @@ class _Pipeline:
         finally:
             work.close()
 
-    def _process_batches(self, keys: _Keys, real: int | None) -> Iterator[Batch]:
+    def _process_batches(self, keys: Keys, real: int | None) -> Iterator[Batch]:
         """The same batches, from worker processes writing the images into shared memory."""
         c = self.config
         if self._workers is None:
@@ -399,12 +375,14 @@ class _Pipeline:
         run = run + 1 if index == last + 1 else 1
         self._failed = cover, index, run
         if run >= cover:
-            raise PicPacError(f"{self.path}: skip_errors=True, but every one of the stream's {self.size()} "
+            c = self.config
+            whose = "the stream's" if c["world_size"] == 1 else \
+                f"rank {c['rank']}'s (of world_size={c['world_size']}) share of an epoch:"
+            raise PicPacError(f"{self.path}: skip_errors=True, but every one of {whose} {self.size()} "
                               f"samples failed, so it cannot make a batch; the last: {exc}") from exc
 
     def _advance(self, taken: int) -> None:
-        if self.config["loop"]:
-            self.position += taken
+        self.position.advance(taken)
 
     def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: list[int], pad: int) -> tuple:
         """A batch from its images (a list of arrays, or one array already stacked) and per-sample targets."""
@@ -431,20 +409,20 @@ class _Pipeline:
         self.stats["batches"] += 1
         return (images, *targets, int(pad))
 
-    def order(self) -> tuple[_Keys, int | None]:
-        """The keys of the next iteration: the endless stream from its position, or the next pass."""
-        if self.config["loop"]:
-            return _Keys(self._sampler, start=self.position), None
-        epoch = self.passes if self.config["reshuffle"] else 0
-        self.passes += 1
-        order = self._sampler.pass_order(epoch)
-        real, batch = len(order), self.config["batch"]
-        if self.config["pad"] and real % batch:
-            order = np.resize(order, real + batch - real % batch)
-        return _Keys(self._sampler, order=order, epoch=epoch), real
+    def order(self) -> tuple[Keys, int | None]:
+        """The keys of the next iteration: the endless stream from its position, or the next pass (this
+        rank's share of it)."""
+        return self.position.order()
 
     def size(self) -> int:
-        return len(self._records)
+        """Samples per pass on this rank (its share of the pool)."""
+        return self.position.share()
+
+    def state_dict(self) -> dict[str, Any]:
+        return state_dict(self.position, self.config, self._readers)
+
+    def load_state_dict(self, state: Any) -> None:
+        load_state_dict(self.position, self.config, self._readers, state)
 
     @property
     def path(self) -> str:
@@ -515,6 +493,9 @@ class ImageStream:
     ahead; the batches are the same for any worker count and either backend. Breaking out of a
     loop, ``close()`` or deleting the stream stops the workers. A database of fixed-shape arrays is
     streamed a whole batch at a time when every step allows it (``stats()["path"]``; docs/arrays.md).
+    With ``rank``/``world_size`` each process reads its share of every epoch; ``state_dict()`` /
+    ``load_state_dict()`` resume exactly (elastically with another world size) and ``set_epoch(e)``
+    goes to pass ``e`` (docs/stream.md, "Ranks and resume").
     """
 
     def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):
@@ -536,8 +517,7 @@ class ImageStream:
         return _keep_alive(self, self._start())
 
     def _start(self) -> Iterator[Batch]:
-        if self._pipeline.closed:
-            raise PicPacError("the ImageStream is closed")
+        self._check_open()
         self._stop()  # one engine at a time: a new loop replaces an abandoned one
         batches = self._pipeline.batches(*self._pipeline.order())
         self._active = weakref.ref(batches)
@@ -560,13 +540,42 @@ class ImageStream:
         return math.ceil(self.size() / self.config["batch"])
 
     def size(self) -> int:
-        """Samples per pass: the records after the split, plus the mixin."""
+        """Samples per pass: the records after the split, plus the mixin; with ``world_size`` > 1 this
+        rank's share of them (``shard_pad``)."""
         return self._pipeline.size()
 
     def reset(self) -> None:
         """Restart from the first batch of the first pass."""
+        self.set_epoch(0)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Go to the start of epoch (pass) ``epoch``: the next batch is its first, its order and augmentation
+        as in an uninterrupted run's (torch's ``DistributedSampler.set_epoch``). A loop under way ends."""
+        if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
+            raise PicPacValueError(f"set_epoch takes an int >= 0, got {epoch!r}")
         self._stop()
-        self._pipeline.position = self._pipeline.passes = 0
+        self._pipeline.position.set_epoch(int(epoch))
+
+    def state_dict(self) -> dict[str, Any]:
+        """Where the stream is, as plain JSON-serialisable data: the epoch, the samples of it consumed (by all
+        ranks together), the config keys that fix the order, and the database's fingerprint. Counts the
+        batches delivered, not those made ahead. ``load_state_dict`` continues from it (docs/stream.md,
+        "Ranks and resume")."""
+        self._check_open()
+        return self._pipeline.state_dict()
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Continue from ``state_dict()``'s state, in O(1): the next batches are those an uninterrupted run
+        gives after it (with another ``world_size``, the rest of the epoch is split among these ranks).
+        A loop under way ends. A state of another database or an incompatible config: PicPacValueError
+        naming what differs."""
+        self._check_open()
+        self._stop()
+        self._pipeline.load_state_dict(state)
+
+    def _check_open(self) -> None:
+        if self._pipeline.closed:
+            raise PicPacError("the ImageStream is closed")
 
     def stats(self) -> dict[str, Any]:
         """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""

@@ -10,6 +10,7 @@ import picpac
 from picpac.errors import PicPacError, PicPacValueError
 from picpac.sampling import Sampler, assign_folds, select
 from picpac.sampling.common import class_codes
+from picpac.sampling.sampler import shard
 
 SEEDS = range(5)
 KS = (2, 3, 5, 7)
@@ -351,3 +352,38 @@ def test_errors():
     with pytest.raises(PicPacValueError):
         next(s.at(-1))
     assert issubclass(PicPacValueError, PicPacError) and issubclass(PicPacValueError, ValueError)
+
+
+# ---------------------------------------------------------------------------------------------
+# shard: a rank's share of an epoch's order
+
+@pytest.mark.parametrize("count", [0, 1, 5, 23, 24])
+@pytest.mark.parametrize("start", [0, 3])
+def test_shard_is_distributed_samplers_split(count, start):
+    if start > count:
+        return
+    left = count - start
+    for world in range(1, 6):
+        for pad in (True, False):
+            shares = [shard(count, r, world, pad=pad, start=start) for r in range(world)]
+            size = -(-left // world) if pad else left // world
+            assert all(len(index) == size and index.dtype == np.int64 for index, _ in shares)
+            padded = np.resize(np.arange(start, count), size * world)  # torch: indices += indices[:padding]
+            for rank, (index, real) in enumerate(shares):
+                assert index.tolist() == padded[rank::world].tolist()
+                assert real == sum(rank + i * world < left for i in range(size))  # the real ones come first
+            real = sorted(i for index, n in shares for i in index[:n].tolist())
+            assert real == (list(range(start, count)) if pad else list(range(start, start + size * world)))
+            # after every rank took c items, the items taken are the first c * world of the split
+            for c in range(size + 1):
+                taken = sorted(i for index, _ in shares for i in index[:c].tolist())
+                assert sorted(set(taken)) == list(range(start, start + min(c * world, left)))
+
+
+def test_shard_builds_nothing_of_the_world_size_and_checks_its_arguments():
+    index, real = shard(10, 2**31 - 2, 2**31 - 1)
+    assert index.tolist() == [(2**31 - 2) % 10] and real == 0
+    with pytest.raises(PicPacValueError, match=r"rank must be in \[0, world_size=2\)"):
+        shard(10, 2, 2)
+    with pytest.raises(PicPacValueError, match="start"):
+        shard(10, 0, 2, start=11)

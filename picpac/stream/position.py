@@ -1,0 +1,234 @@
+"""Where a stream is: each rank's share of every epoch's order, the samples consumed, and the state that
+``ImageStream.state_dict`` saves and ``load_state_dict`` restores (docs/stream.md, "Ranks and resume").
+
+Everything is kept in terms of the global order of an epoch (the same on every rank): ``epoch``, the
+``start`` of the current split of that epoch's order among the ranks (0, or where an elastic resume
+re-split it), and ``offset``, the keys this rank took of its share since. Any position maps to its keys
+directly (``Sampler.take``/``pass_order`` and ``shard``): nothing is replayed.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..errors import PicPacValueError
+from ..file.reader import Reader
+from ..sampling import Sampler
+from ..sampling.sampler import shard
+
+STATE_FORMAT = "picpac.ImageStream.state/1"
+MATCH = ("loop", "seed", "shuffle", "reshuffle", "oversample", "split", "split_fold", "split_negate", "stratify",
+         "mixin_max", "mixin_randomize", "mixin_group_reset", "mixin_group_delta", "shard_pad")
+"""The config keys that fix the global order of every epoch: a state resumes only where they are equal."""
+
+
+class Keys:
+    """The keys ``(position, epoch)`` of one iteration, from ``parts()``: arrays of consecutive keys
+    (one pass's, or each epoch's of the endless stream); one at a time (per-sample path) or in chunks
+    (batch path). ``cover``: any this many consecutive keys read every sample the stream reads."""
+
+    def __init__(self, parts: Callable[[], Iterator[tuple[np.ndarray, np.ndarray]]], cover: int):
+        self.parts, self.cover = parts, cover
+
+    def __iter__(self) -> Iterator[tuple[int, int]]:
+        for positions, epochs in self.parts():
+            yield from zip(positions.tolist(), epochs.tolist())
+
+    def chunks(self, size: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        """(positions, epochs) arrays of ``size`` keys at a time, across epochs (a finite stream's last chunk
+        may be shorter)."""
+        held: list[tuple[np.ndarray, np.ndarray]] = []
+        have = 0
+        for positions, epochs in self.parts():
+            while len(positions):
+                part = size - have
+                held.append((positions[:part], epochs[:part]))
+                have += len(held[-1][0])
+                positions, epochs = positions[part:], epochs[part:]
+                if have == size:
+                    yield _joined(held)
+                    held, have = [], 0
+        if have:
+            yield _joined(held)
+
+
+def _joined(held: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if len(held) == 1:
+        return held[0]
+    return np.concatenate([h[0] for h in held]), np.concatenate([h[1] for h in held])
+
+
+class Position:
+    """A stream's place: rank ``rank`` of ``world_size`` reads its share of each epoch's order.
+
+    ``loop=True``: epoch ``e``'s order is the endless stream's positions ``e*n .. (e+1)*n - 1`` (``n``: the
+    pool); the rank's keys are its shares of epochs ``e, e+1, ...`` back to back. ``loop=False``: pass
+    ``e`` is ``Sampler.pass_order`` of ``e`` (0 with reshuffle=False), the rank's share of it filled up to
+    whole batches with ``pad``; each iteration is one pass.
+    """
+
+    def __init__(self, sampler: Sampler, config: dict[str, Any], path: str):
+        c = config
+        self.sampler, self.n = sampler, len(sampler)
+        self.loop, self.reshuffle, self.batch, self.pad = c["loop"], c["reshuffle"], c["batch"], c["pad"]
+        self.rank, self.world, self.shard_pad = c["rank"], c["world_size"], c["shard_pad"]
+        if self.n < self.world and not self.shard_pad:
+            raise PicPacValueError(f"{path}: world_size={self.world} with shard_pad=False, but the stream has only "
+                                   f"{self.n} samples: every rank would get none; set shard_pad=True (ranks "
+                                   "repeat samples) or use fewer ranks")
+        self.epoch = self.start = self.offset = 0
+        self.started = False  # loop=False: the pass of (epoch, start, offset) is under way
+
+    # -- the rank's keys -------------------------------------------------------------------------
+    def share(self, start: int = 0) -> int:
+        """Keys of the rank's share of an epoch split at ``start`` (every rank has as many)."""
+        left = self.n - start
+        return -(-left // self.world) if self.shard_pad else left // self.world
+
+    def epoch_keys(self, epoch: int, start: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
+        """The rank's (positions, epochs) of ``epoch`` split at ``start``, and how many are real."""
+        if self.loop:
+            positions, epochs = self.sampler.take(epoch * self.n, self.n)
+        else:
+            key = epoch if self.reshuffle else 0
+            positions, epochs = self.sampler.pass_order(key), np.full(self.n, key, np.int64)
+        if self.world == 1 and start == 0:
+            return positions, epochs, self.n
+        index, real = shard(self.n, self.rank, self.world, pad=self.shard_pad, start=start)
+        return positions[index], epochs[index], real
+
+    def order(self) -> tuple[Keys, int | None]:
+        """The keys of the next iteration (and, for a pass, how many are real): the endless stream from here,
+        or the rest of the pass under way after a load, else the next pass."""
+        if self.loop:
+            epoch, start, offset = self.epoch, self.start, self.offset
+            cover = self.sampler.cover if self.world == 1 else max(1, 2 * self.share() - 1)
+            return Keys(lambda: self._endless(epoch, start, offset), cover), None
+        if self.started:  # the last pass ended (or was left): the next one
+            self._next_pass()
+        self.started = True
+        positions, epochs, real = self.epoch_keys(self.epoch, self.start)
+        if self.pad and len(positions) % self.batch:
+            size = len(positions) + self.batch - len(positions) % self.batch
+            positions, epochs = np.resize(positions, size), np.resize(epochs, size)
+        skip = self.offset
+        positions, epochs = positions[skip:], epochs[skip:]
+        return Keys(lambda: iter([(positions, epochs)]), len(positions)), max(real - skip, 0)
+
+    def _endless(self, epoch: int, start: int, offset: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        while True:
+            positions, epochs, _ = self.epoch_keys(epoch, start)
+            if offset < len(positions):
+                yield positions[offset:], epochs[offset:]
+            epoch, start, offset = epoch + 1, 0, 0
+
+    # -- moving ----------------------------------------------------------------------------------
+    def advance(self, taken: int) -> None:
+        """``taken`` more keys were delivered (loop=True: on to the next epochs when a share is done)."""
+        self.offset += taken
+        if self.loop:
+            while self.offset >= (share := self.share(self.start)):
+                self.offset -= share
+                self.epoch, self.start = self.epoch + 1, 0
+
+    def finish(self) -> None:
+        """loop=False: the pass under way ended."""
+        if not self.loop and self.started:
+            self._next_pass()
+
+    def _next_pass(self) -> None:
+        self.epoch, self.start, self.offset, self.started = self.epoch + 1, 0, 0, False
+
+    def set_epoch(self, epoch: int) -> None:
+        """The next key is the first of epoch (pass) ``epoch``."""
+        self.epoch, self.start, self.offset, self.started = epoch, 0, 0, False
+
+    # -- the state -------------------------------------------------------------------------------
+    def where(self) -> tuple[int, int, int]:
+        """(epoch, start, offset) of the next key; a pass whose share was all delivered is over."""
+        epoch, start, offset = self.epoch, self.start, self.offset
+        if not self.loop and offset >= self.share(start):
+            return epoch + 1, 0, 0
+        return epoch, start, offset
+
+    def consumed(self, start: int, offset: int, world: int) -> int:
+        """Samples of the epoch's order consumed by all ranks together, each at ``offset`` of its share of
+        the split at ``start`` among ``world`` ranks: the first ``offset * world`` items of that split."""
+        left = self.n - start
+        share = -(-left // world) if self.shard_pad else left // world
+        return start + min(min(offset, share) * world, left)
+
+    def state(self) -> dict[str, Any]:
+        epoch, start, offset = self.where()
+        return {"epoch": epoch, "start": start, "offset": offset,
+                "consumed": self.consumed(start, offset, self.world), "samples": self.n,
+                "rank": self.rank, "world_size": self.world}
+
+    def load(self, epoch: int, start: int, offset: int, world: int) -> None:
+        """Go to a saved place; with another world size, the rest of its epoch is split among these ranks."""
+        if world != self.world:
+            start, offset = self.consumed(start, offset, world), 0
+            if start >= self.n:
+                epoch, start = epoch + 1, 0
+        self.epoch, self.start, self.offset, self.started = epoch, start, offset, False
+        if self.loop:
+            self.advance(0)
+        elif offset >= self.share(start):
+            self._next_pass()
+
+
+def fingerprint(reader: Reader) -> dict[str, int]:
+    """What identifies a database's committed contents: its records and its commit (number, CRC, end)."""
+    commit = reader.header.current
+    return {"records": len(reader), "commit": int(commit.seq), "crc": int(commit.crc), "bytes": int(commit.end)}
+
+
+def state_dict(position: Position, config: dict[str, Any], readers: list[Reader]) -> dict[str, Any]:
+    """The JSON-serialisable state of a stream (docs/stream.md, "Ranks and resume")."""
+    return {"format": STATE_FORMAT, **position.state(),
+            "config": {key: config[key] for key in MATCH},
+            "databases": [fingerprint(reader) for reader in readers]}
+
+
+def load_state_dict(position: Position, config: dict[str, Any], readers: list[Reader], state: Any) -> None:
+    """Restore ``state`` into ``position``, or PicPacValueError naming what differs from this stream."""
+    path = readers[0].path
+    if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
+        got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
+        raise PicPacValueError(f"{path}: load_state_dict takes what ImageStream.state_dict() returned "
+                               f"(format {STATE_FORMAT!r}), got {got!r}")
+    differ = []
+    saved = state.get("config")
+    if not isinstance(saved, Mapping):
+        raise PicPacValueError(f"{path}: the state has no 'config' (was it written by ImageStream.state_dict()?)")
+    for key in MATCH:
+        if key not in saved or saved[key] != config[key]:
+            differ.append(f"config key {key!r} is {saved.get(key, '(missing)')!r} in the state, {config[key]!r} here")
+    names = ["the database", "the mixin"]
+    databases = state.get("databases")
+    mine = [fingerprint(reader) for reader in readers]
+    if not isinstance(databases, list) or len(databases) != len(mine):
+        differ.append(f"the state has {len(databases) if isinstance(databases, list) else 'no'} database(s), "
+                      f"this stream {len(mine)}")
+    else:
+        for name, reader, theirs, ours in zip(names, readers, databases, mine):
+            changed = [f"{k} {theirs.get(k) if isinstance(theirs, Mapping) else None!r} in the state, {v!r} here"
+                       for k, v in ours.items() if not isinstance(theirs, Mapping) or theirs.get(k) != v]
+            if changed:
+                differ.append(f"{name} {reader.path} is not the one the state was saved from ({'; '.join(changed)})")
+    if not differ and state.get("samples") != position.n:
+        differ.append(f"the state's stream has {state.get('samples')!r} samples per epoch, this one {position.n}")
+    if differ:
+        raise PicPacValueError(f"{path}: the state is from another stream: " + "; ".join(differ))
+    values = {}
+    for key, low in (("epoch", 0), ("start", 0), ("offset", 0), ("world_size", 1)):
+        value = state.get(key)
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise PicPacValueError(f"{path}: the state's {key!r} must be an int >= {low}, got {value!r}")
+        values[key] = value
+    if values["start"] > position.n:
+        raise PicPacValueError(f"{path}: the state's 'start' ({values['start']}) is past the epoch's "
+                               f"{position.n} samples")
+    position.load(values["epoch"], values["start"], values["offset"], values["world_size"])
