@@ -114,3 +114,17 @@ def children(pid: int | None = None) -> set[int]:
                 found.add(int(entry))
     return found
 
+
+
+_FRAMEWORK_ORDER = ("test_torch.py", "test_tf.py", "test_jax.py", "test_adapters_cross_framework.py")
+
+
+def pytest_collection_modifyitems(config, items) -> None:
+    """The adapters' tests run last, torch's (which fork DataLoader workers) before TensorFlow's and JAX's:
+    once those are imported, their threads make a fork in the test process unsafe (JAX warns so)."""
+    def rank(item) -> tuple[int, int]:
+        name = item.path.name
+        if item.path.parent.name != "adapters":
+            return (0, 0)
+        return (1, _FRAMEWORK_ORDER.index(name) if name in _FRAMEWORK_ORDER else len(_FRAMEWORK_ORDER))
+    items.sort(key=rank)  # stable: the order within each group stays

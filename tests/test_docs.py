@@ -36,7 +36,7 @@ def blocks_of(page: Path) -> list[tuple[str, frozenset[str]]]:
         heading = HEADING.match(line)
         if heading:
             level = len(heading.group(1))
-            sections = [(at, needs) for at, needs in sections if at < level or at == 0 and level > 1]
+            sections = [(at, needs) for at, needs in sections if at < level]
             block_needs = set()
         elif line.startswith(f"{FENCE}python"):
             end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith(FENCE)), len(lines))
@@ -60,7 +60,7 @@ def blocks_of(page: Path) -> list[tuple[str, frozenset[str]]]:
 
 def test_markers_apply_to_their_block_or_section(tmp_path):
     page = tmp_path / "page.md"
-    page.write_text("# Title\n\n<!-- needs: a -->\n\n```python\n1\n```\n\n## One\n\n<!-- needs: b, c -->\n\n"
+    page.write_text("# Title\n\n<!-- needs: a -->\n\n```python\n1\n```\n\n## One\n\n<!-- needs: b, c -->\n\nText.\n\n"
                     "```python\n2\n```\n\n### Sub\n\n```python\n3\n```\n\n<!-- needs: d -->\n```python\n4\n```\n\n"
                     "```sh\n<!-- needs: e -->\n```\n\n## Two\n\n```python\n5\n```\n")
     assert [(code.strip(), sorted(needs)) for code, needs in blocks_of(page)] == [
@@ -75,11 +75,15 @@ def test_doc_examples_run(page, tmp_path):
     missing = {name for _, needs in blocks for name in needs if importlib.util.find_spec(name) is None}
     runnable = [code for code, needs in blocks if not needs & missing]
     if not runnable:
-        pytest.skip(f"{page.name} needs {', '.join(sorted(missing))}, which is not installed")
+        pytest.skip(f"{page.name} needs {', '.join(sorted(missing))}, {_not_installed(missing)}")
     script = tmp_path / f"{page.stem}.py"
     script.write_text("\n".join(runnable))
     proc = subprocess.run([sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert proc.returncode == 0, f"{page.name} examples failed:\n{proc.stderr}"
     if missing:
         pytest.skip(f"{page.name}: ran {len(runnable)} of {len(blocks)} examples; the others need "
-                    f"{', '.join(sorted(missing))}, which is not installed")
+                    f"{', '.join(sorted(missing))}, {_not_installed(missing)}")
+
+
+def _not_installed(missing: set[str]) -> str:
+    return "which is not installed" if len(missing) == 1 else "which are not installed"

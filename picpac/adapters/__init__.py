@@ -3,6 +3,8 @@ that needs it, so ``import picpac`` never loads one.
 
 * ``picpac.adapters.torch`` (``pip install 'picpac[torch]'``): ``TorchLoader``, ``TorchDataset``,
   ``DevicePrefetcher`` (`picpac docs adapters`).
+* ``picpac.adapters.tf`` (``pip install 'picpac[tf]'``): ``tf_dataset``, ``dataflow_to_dataset``.
+* ``picpac.adapters.jax`` (``pip install 'picpac[jax]'``): ``JaxLoader``, ``device_put_batches``.
 """
 from __future__ import annotations
 

@@ -1,0 +1,272 @@
+"""TensorFlow adapter (``pip install 'picpac[tf]'``; `picpac docs adapters`).
+
+* :func:`tf_dataset`: a ``tf.data.Dataset`` of an ImageStream's batches, with a full
+  ``output_signature`` (the stream's dtypes, its known shapes, ``None`` where a size can vary) and
+  ``prefetch(tf.data.AUTOTUNE)``; each iteration of the dataset is one pass (an epoch) of the stream.
+* :func:`dataflow_to_dataset`: any DataFlow as a ``tf.data.Dataset`` (tensorpack's
+  ``TFDatasetInput.dataflow_to_dataset(df, types)``, with the signature inferred when not given).
+* :func:`stream_signature`: the ``TensorSpec`` tuple of a stream's batches.
+
+Importing this module imports TensorFlow; ``import picpac`` does not.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..dataflow.base import DataFlow
+from ..errors import PicPacTypeError, PicPacValueError
+from ..stream.config import parse
+from ..stream.image_stream import ImageStream
+from ..stream.legacy import translate
+from . import require
+
+tf = require("tensorflow", "tf")
+
+__all__ = ["tf_dataset", "dataflow_to_dataset", "stream_signature", "spec_of"]
+
+
+# -- configuration ---------------------------------------------------------------------------------------
+def _stream_args(path: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+    """The path and the stream config the adapter runs: ``loop=False`` (an iteration of the dataset is an
+    epoch), ``order='NHWC'`` (Keras' and TensorFlow's CPU convolutions' layout) and int64 class ids, unless
+    the config gives them."""
+    if isinstance(path, Mapping):  # PicPac's dict form
+        config = {**path, **config}
+        path = config.pop("db", None)
+    if path is None:
+        raise PicPacTypeError("tf_dataset needs a database: tf_dataset('db.picpac', ...), {'db': ...}, or an "
+                              "ImageStream")
+    given = translate(config)
+    given.setdefault("loop", False)
+    given.setdefault("order", "NHWC")
+    parsed = parse(given)  # every key checked now, the task known
+    if "label_dtype" not in given and parsed["task"] == "classify" and not parsed["onehot"]:
+        given["label_dtype"] = "int64"  # class ids, as tf.one_hot and Keras' sparse losses take them
+    return path, given
+
+
+# -- signatures ---------------------------------------------------------------------------------------------
+def spec_of(value: Any, shape: Any = None) -> Any:
+    """The ``tf.TensorSpec`` of one component: an array's dtype (its shape unless ``shape`` is given), a
+    list of bytes/str as a string vector, a Python int as int32, a float as float32, a bool as bool
+    (as ``BatchData`` batches them), bytes/str as a string scalar."""
+    if isinstance(value, (list, tuple)) and value and all(isinstance(v, (bytes, str)) for v in value):
+        return tf.TensorSpec((len(value),) if shape is None else shape, tf.string)
+    if isinstance(value, (bytes, str)):
+        return tf.TensorSpec(() if shape is None else shape, tf.string)
+    if isinstance(value, (bool, np.bool_)):
+        dtype: Any = tf.bool
+    elif isinstance(value, int):
+        dtype = tf.int32
+    elif isinstance(value, float):
+        dtype = tf.float32
+    else:
+        array = np.asarray(value)
+        if array.dtype.kind in "OUSV":
+            if array.dtype.kind in "US" or (array.size and all(isinstance(v, (bytes, str)) for v in array.flat)):
+                return tf.TensorSpec(array.shape if shape is None else shape, tf.string)
+            raise PicPacTypeError(f"a component of type {type(value).__name__} ({array.dtype}) has no tf dtype")
+        return tf.TensorSpec(array.shape if shape is None else shape, tf.as_dtype(array.dtype))
+    return tf.TensorSpec(() if shape is None else shape, dtype)
+
+
+def _fixed_size(stream: ImageStream) -> bool:
+    """Whether every batch's images (and image-shaped targets) have the first batch's size: the config fixes
+    the output size (both resize keys, or both crop keys; or the batch path's fixed-shape arrays) and no
+    custom ``transforms`` could change it."""
+    c = stream.config
+    if c.get("transforms"):
+        return False
+    return bool((c["resize_width"] and c["resize_height"]) or (c["crop_width"] and c["crop_height"])
+                or stream.stats()["path"] == "batch")
+
+
+def stream_signature(stream: ImageStream, first: tuple | None = None) -> tuple:
+    """The ``TensorSpec`` tuple of ``stream``'s batches, from its first batch (``first``, or peeked: the
+    stream's place is restored after it, so nothing is consumed) and its config:
+
+    * the batch dimension is ``batch`` when every batch is full (``loop=True`` or ``pad=True``), else
+      ``None`` (the last batch of a pass can be short);
+    * the other dimensions of arrays of rank 3 and more are the first batch's when the output size is
+      fixed (both ``resize_*`` or both ``crop_*`` keys, or the batch path; no custom ``transforms``),
+      else ``None``, but for the images' channel axis; the rows of detection boxes and keypoints are
+      ``max_boxes``, or ``None`` when it is 0;
+    * labels, one-hot rows and counts keep their shape; a ``raw`` field is a string vector; ``pad`` a
+      scalar int32.
+    """
+    if first is None:
+        first = peek(stream)
+    c = stream.config
+    full = c["loop"] or c["pad"]
+    fixed = _fixed_size(stream)
+    channel_axis = 3 if c["order"] == "NHWC" else 1
+    specs = []
+    for index, item in enumerate(first):
+        if index == len(first) - 1:  # pad
+            specs.append(tf.TensorSpec((), tf.int32))
+            continue
+        spec = spec_of(item)
+        shape = list(spec.shape)
+        if not shape:
+            specs.append(spec)
+            continue
+        shape[0] = shape[0] if full else None
+        if index == 1 and c["task"] in ("detect", "keypoints"):
+            shape[1] = c["max_boxes"] or None
+        elif len(shape) >= 3 and not fixed:
+            for axis in range(1, len(shape)):
+                keep = index == 0 and axis == channel_axis and c["channels"] != -1
+                shape[axis] = shape[axis] if keep else None
+        specs.append(tf.TensorSpec(shape, spec.dtype))
+    return tuple(specs)
+
+
+def peek(stream: ImageStream) -> tuple:
+    """The stream's next batch, leaving the stream where it was (its ``state_dict`` restored)."""
+    state = stream.state_dict()
+    batches = iter(stream)
+    try:
+        first = next(batches)
+    except StopIteration:
+        raise PicPacValueError(f"{stream!r} has no batch to take a signature from") from None
+    finally:
+        batches.close()
+        stream.load_state_dict(state)
+    return first
+
+
+# -- datasets -----------------------------------------------------------------------------------------------
+def _prefetched(dataset: Any, prefetch: Any) -> Any:
+    if prefetch is True:
+        return dataset.prefetch(tf.data.AUTOTUNE)
+    if prefetch is False or prefetch is None or prefetch == 0:
+        return dataset
+    if isinstance(prefetch, bool) or not isinstance(prefetch, (int, np.integer)) or prefetch < 0:
+        raise PicPacValueError(f"prefetch={prefetch!r}: True (tf.data.AUTOTUNE), False, or a number of batches")
+    return dataset.prefetch(int(prefetch))
+
+
+def _dataset(generator: Callable[[], Iterator], signature: Any, prefetch: Any) -> Any:
+    return _prefetched(tf.data.Dataset.from_generator(generator, output_signature=signature), prefetch)
+
+
+def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = True, **config: Any) -> Any:
+    """A ``tf.data.Dataset`` of a picpac database's batches: ``tf_dataset(path, **config)``.
+
+    ``source`` is a database's path (or PicPac's ``{'db': path, ...}``) and ``config`` ImageStream's keys
+    (`picpac docs stream`); the adapter sets ``loop=False``, ``order='NHWC'`` and, for classification
+    without ``onehot``, ``label_dtype='int64'``, unless given. ``source`` may also be an ``ImageStream``
+    (no ``config`` then), used as it is: yours to ``set_epoch`` and to close.
+
+    Each element is the stream's batch tuple, ``(images, labels, pad)`` or the task's, as tensors with the
+    stream's dtypes; ``output_signature`` (default :func:`stream_signature`) is complete, with ``None``
+    only where a size can vary. ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of
+    batches, or False. The dataset's cardinality is the batches per pass (``len(stream)``; unknown with
+    ``skip_errors``), or infinite with ``loop=True``.
+
+    With ``loop=False`` each iteration of the dataset (a ``for`` loop, each of Keras' epochs) is one
+    pass of the stream, the next epoch each time; with your own stream, ``stream.set_epoch(e)`` before
+    an iteration makes it epoch ``e``. ``loop=True``: one endless iteration.
+    """
+    if isinstance(source, ImageStream):
+        if config:
+            raise PicPacTypeError(f"tf_dataset(stream, ...): an ImageStream comes with its config; {sorted(config)} "
+                                  "are for tf_dataset(path, **config)")
+        stream = source
+    else:
+        path, given = _stream_args(source, config)
+        stream = ImageStream(path, **given)
+    signature = stream_signature(stream) if output_signature is None else output_signature
+
+    def generator() -> Iterator[tuple]:
+        # one pass (loop=False) per call: TensorFlow calls it at each iteration of the dataset
+        yield from stream
+
+    dataset = tf.data.Dataset.from_generator(generator, output_signature=signature)
+    if stream.config["loop"]:
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
+    elif not stream.config["skip_errors"]:  # batches per pass, known: Keras counts its steps without a first pass
+        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(stream)))
+    return _prefetched(dataset, prefetch)
+
+
+def _types_signature(types: Sequence, shapes: Sequence | None) -> tuple:
+    if shapes is not None and len(shapes) != len(types):
+        raise PicPacValueError(f"dataflow_to_dataset: {len(types)} types but {len(shapes)} shapes")
+    return tuple(tf.TensorSpec(None if shapes is None else shapes[i], tf.as_dtype(t)) for i, t in enumerate(types))
+
+
+def _inferred_signature(first: Any, shapes: Any) -> Any:
+    """The signature of datapoints like ``first``: its dtypes exactly, its ranks, and every size ``None``
+    (a DataFlow says nothing about which sizes can vary) unless ``shapes`` gives them."""
+    if isinstance(first, Mapping):
+        names = list(first)
+        shapes = shapes if isinstance(shapes, Mapping) or shapes is None else dict(zip(names, shapes))
+        return {name: _component_spec(first[name], None if shapes is None else shapes.get(name)) for name in names}
+    if shapes is not None and len(shapes) != len(first):
+        raise PicPacValueError(f"dataflow_to_dataset: datapoints of {len(first)} components but {len(shapes)} shapes")
+    return tuple(_component_spec(value, None if shapes is None else shapes[i]) for i, value in enumerate(first))
+
+
+def _component_spec(value: Any, shape: Any) -> Any:
+    spec = spec_of(value)
+    return tf.TensorSpec(shape if shape is not None else [None] * spec.shape.rank, spec.dtype)
+
+
+def _datapoint(dp: Any) -> Any:
+    """A datapoint as TensorFlow takes an element: a tuple (of a list's components), or a dict."""
+    if isinstance(dp, Mapping):
+        return dict(dp)
+    if isinstance(dp, (list, tuple)):
+        return tuple(dp)
+    raise PicPacTypeError(f"dataflow_to_dataset: a datapoint is a list, tuple or dict, not {type(dp).__name__}")
+
+
+def dataflow_to_dataset(df: Any, types: Sequence | None = None, shapes: Sequence | Mapping | None = None, *,
+                        output_signature: Any = None, prefetch: Any = True) -> Any:
+    """Any DataFlow as a ``tf.data.Dataset`` (tensorpack's ``dataflow_to_dataset``).
+
+    As tensorpack's, it calls ``df.reset_state()`` (do not call it again), turns each datapoint (a list of
+    components) into a tuple, and the dataset is finite when the DataFlow is: each iteration of the
+    dataset is one pass of ``df`` (``.repeat()`` for more). Dict datapoints become dict elements.
+
+    The signature: ``output_signature`` (a structure of ``tf.TensorSpec``); or tensorpack's ``types`` (a
+    dtype per component) with sizes unknown, or ``shapes`` (one per component, ``None`` for a size that
+    varies); or, with neither, the first datapoint's dtypes and ranks with ``shapes``, or every size
+    ``None``. That first datapoint is not lost: it starts the dataset's first iteration.
+    ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of elements, or False.
+    """
+    if not isinstance(df, DataFlow) and not (hasattr(df, "reset_state") and hasattr(df, "__iter__")):
+        raise PicPacTypeError(f"dataflow_to_dataset takes a DataFlow (reset_state, __iter__), not {type(df).__name__}")
+    df.reset_state()
+    held: list[Iterator] = []
+    if output_signature is not None:
+        signature = output_signature
+    elif types is not None:
+        if not isinstance(types, (list, tuple)):
+            raise PicPacTypeError(f"dataflow_to_dataset: types is a list of dtypes, one per component, not {types!r}")
+        signature = _types_signature(types, shapes)
+    else:
+        datapoints = iter(df)
+        try:
+            first = _datapoint(next(datapoints))
+        except StopIteration:
+            raise PicPacValueError(f"dataflow_to_dataset: {type(df).__name__} yields no datapoint to take a "
+                                   "signature from; give types or output_signature") from None
+        signature = _inferred_signature(first, shapes)
+
+        def rest(first: Any = first, datapoints: Iterator = datapoints) -> Iterator:
+            yield first
+            yield from datapoints
+        held.append(rest())
+
+    def generator() -> Iterator:
+        # the first iteration continues the pass the signature was taken from; every other is a new pass
+        source = held.pop() if held else iter(df)
+        for dp in source:
+            yield _datapoint(dp)
+
+    return _dataset(generator, signature, prefetch)
