@@ -113,10 +113,10 @@ def test_relative_imports_are_resolved():
 @pytest.mark.parametrize("test", sorted(TESTS.rglob("test_*.py")), ids=lambda p: str(p.relative_to(TESTS)))
 def test_tests_mirror_the_tree(test):
     """tests/<layer>/test_<module>[_<aspect>].py tests picpac/<layer>/<module>.py (or the layer's package);
-    tests of the whole package (layers, docs, public API, PicPac's configs) stand in tests/ itself."""
+    tests of the whole package (layers, docs, public API, PicPac's configs, the examples) stand in tests/ itself."""
     folder = test.relative_to(TESTS).parent
     if folder == Path("."):
-        assert test.stem in {"test_layers", "test_docs", "test_public_api", "test_picpac_compat"}
+        assert test.stem in {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples"}
         return
     assert (PACKAGE / folder).is_dir(), f"{folder} is no subpackage of picpac"
     names = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"} | {folder.name}

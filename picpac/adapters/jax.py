@@ -23,6 +23,7 @@ from ..stream.config import parse
 from ..stream.image_stream import ImageStream
 from ..stream.legacy import translate
 from . import require
+from .base import StreamLoader, database_and_config
 
 jax = require("jax", "jax")
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
@@ -131,15 +132,8 @@ def _stream_args(path: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]
     loop is an epoch), ``order='NHWC'`` (JAX's and Flax's layout), ``pad=True`` (every batch full: one
     shape to compile, and a batch that splits evenly over the devices), int32 class ids, and the rank
     and world size resolved."""
-    if isinstance(path, Mapping):  # PicPac's dict form
-        config = {**path, **config}
-        path = config.pop("db", None)
-    if path is None:
-        raise PicPacTypeError("the jax adapter needs a database: JaxLoader('db.picpac', ...) or {'db': ...}")
-    if isinstance(path, ImageStream):
-        raise PicPacTypeError("the jax adapter builds its own ImageStream (it sets order, pad, label_dtype and the "
-                              "shard): pass the database's path and the stream's config keys, or use "
-                              "device_put_batches(stream) for a stream of your own")
+    path, config = database_and_config(path, config, "jax", ", or use device_put_batches(stream) for a stream "
+                                       "of your own")
     given = distributed_defaults(translate(config))
     given.setdefault("loop", False)
     given.setdefault("order", "NHWC")
@@ -152,7 +146,7 @@ def _stream_args(path: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]
 
 
 # -- the loader ---------------------------------------------------------------------------------------------
-class JaxLoader:
+class JaxLoader(StreamLoader):
     """Batches of ``jax.Array``s from a picpac database: ``JaxLoader(path, **config)``.
 
     ``config`` holds ImageStream's keys (`picpac docs stream`); the loader sets ``loop=False`` (each
@@ -200,41 +194,12 @@ class JaxLoader:
     def _before_fetch(self) -> None:
         self._pending_state = self.stream.state_dict()
 
-    def __len__(self) -> int:
-        """Batches per epoch (of this rank's shard)."""
-        return len(self.stream)
+    def _state(self) -> dict[str, Any]:
+        """The stream's state after the batches delivered, not the one held ahead."""
+        return self._pending_state if self._pending_state is not None else self.stream.state_dict()
 
-    def size(self) -> int:
-        """Samples per epoch (of this rank's shard)."""
-        return self.stream.size()
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch`` (its order and every sample's randomness); as the stream's."""
-        self.stream.set_epoch(epoch)
+    def _forget(self) -> None:
         self._pending_state = None
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the loader is (JSON-serialisable): the stream's state after the batches delivered, not the
-        one held ahead, for an exact resume."""
-        state = self._pending_state if self._pending_state is not None else self.stream.state_dict()
-        return {"stream": state}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state_dict()``'s state: the next batch is the one after those delivered."""
-        if not isinstance(state, Mapping) or "stream" not in state:
-            raise PicPacValueError("JaxLoader.load_state_dict takes what JaxLoader.state_dict() returned "
-                                   f"(a dict with 'stream'), not {type(state).__name__}")
-        self.stream.load_state_dict(state["stream"])
-        self._pending_state = None
-
-    def close(self) -> None:
-        self.stream.close()
-
-    def __enter__(self) -> JaxLoader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"JaxLoader({self.stream!r}, sharding={self.sharding}, rank={self.rank}, world_size={self.world_size})"

@@ -26,6 +26,7 @@ from ..stream.config import parse
 from ..stream.image_stream import ImageStream
 from ..stream.legacy import translate
 from . import require
+from .base import StreamLoader, database_and_config
 
 torch = require("torch", "torch")
 
@@ -67,14 +68,7 @@ def _stream_args(path: Any, config: dict[str, Any], memory_format: str) -> tuple
     """The path and the stream config the adapter runs, and that config parsed: ``loop=False`` (a ``for``
     loop is an epoch), the ``order`` that the memory format views without a copy, int64 class ids by
     default, and the rank and world size resolved (torch.distributed's, the environment's, or 0 of 1)."""
-    if isinstance(path, Mapping):  # PicPac's dict form
-        config = {**path, **config}
-        path = config.pop("db", None)
-    if path is None:
-        raise PicPacTypeError("the torch adapter needs a database: TorchLoader('db.picpac', ...) or {'db': ...}")
-    if isinstance(path, ImageStream):
-        raise PicPacTypeError("the torch adapter builds its own ImageStream (it sets order, label_dtype and the "
-                              "shard): pass the database's path and the stream's config keys")
+    path, config = database_and_config(path, config, "torch")
     given = distributed_defaults(translate(config))
     order = "NHWC" if memory_format == "channels_last" else "NCHW"
     if given.get("order", order) != order:
@@ -136,7 +130,7 @@ def to_tensors(batch: tuple, channels_last: bool = False, pin_memory: bool = Fal
 
 
 # -- in-process loader ------------------------------------------------------------------------------------
-class TorchLoader:
+class TorchLoader(StreamLoader):
     """Batches of torch tensors from a picpac database: ``TorchLoader(path, **config)``.
 
     ``config`` holds ImageStream's keys (`picpac docs stream`); the loader sets ``loop=False`` (each
@@ -162,38 +156,6 @@ class TorchLoader:
         channels_last = self.memory_format == "channels_last"
         for batch in self.stream:
             yield to_tensors(batch, channels_last, self.pin_memory)
-
-    def __len__(self) -> int:
-        """Batches per epoch (of this rank's shard)."""
-        return len(self.stream)
-
-    def size(self) -> int:
-        """Samples per epoch (of this rank's shard)."""
-        return self.stream.size()
-
-    def set_epoch(self, epoch: int) -> None:
-        """The next pass is epoch ``epoch`` (its order and every sample's randomness); as the stream's."""
-        self.stream.set_epoch(epoch)
-
-    def state_dict(self) -> dict[str, Any]:
-        """Where the loader is (JSON-serialisable): the stream's state, for an exact resume."""
-        return {"stream": self.stream.state_dict()}
-
-    def load_state_dict(self, state: Mapping[str, Any]) -> None:
-        """Continue from ``state_dict()``'s state: the next batch is the one after those delivered."""
-        if not isinstance(state, Mapping) or "stream" not in state:
-            raise PicPacValueError("TorchLoader.load_state_dict takes what TorchLoader.state_dict() returned "
-                                   f"(a dict with 'stream'), not {type(state).__name__}")
-        self.stream.load_state_dict(state["stream"])
-
-    def close(self) -> None:
-        self.stream.close()
-
-    def __enter__(self) -> TorchLoader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (f"TorchLoader({self.stream!r}, memory_format={self.memory_format!r}, "
