@@ -602,8 +602,9 @@ class Rasterize:
     """Draw the sample's shapes into its mask (a new (H, W[, C]) array of ``dtype``), then drop them.
 
     The value drawn is the shape's label, tag or serial number (``color_by``) or the fixed
-    ``values`` (PicPac's anno_color1..3); ``thickness`` -1 fills, > 0 outlines; ``copy`` starts
-    from a copy of the image instead of zeros (PicPac's anno_copy, for looking at annotations).
+    ``values`` (PicPac's anno_color1..3); ``thickness`` -1 fills, > 0 outlines; points are discs of
+    ``point_radius``; ``copy`` starts from a copy of the image instead of zeros (PicPac's anno_copy,
+    for looking at annotations).
     """
 
     color_by: str = "label"
@@ -612,6 +613,7 @@ class Rasterize:
     values: tuple[float, ...] | None = None
     dtype: str = "uint8"
     copy: bool = False
+    point_radius: int = 2
 
     def __call__(self, sample: Sample, rng: Any) -> Sample:
         if sample.shapes is None and sample.mask is not None and not self.copy:
@@ -622,7 +624,8 @@ class Rasterize:
         else:
             canvas = np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
         if sample.shapes is not None:
-            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values)
+            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values,
+                                    point_radius=self.point_radius)
         sample.mask = canvas
         sample.shapes = None
         return sample

@@ -24,18 +24,8 @@ from ..file.layout import ArraySpec
 from ..image import specs
 from ..image.color import AddColor
 from ..image.shapes import Shapes
-from ..image.transforms import (
-    Affine,
-    Crop,
-    Flip,
-    LimitSize,
-    Rasterize,
-    Resize,
-    RoundSize,
-    Sample,
-    apply_all,
-    convert,
-)
+from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
+                                convert)
 
 Target = np.ndarray | None
 
@@ -107,23 +97,6 @@ def array_view(data: Any, spec: ArraySpec, name: str, record: int, where: str) -
 
 CV_DEPTHS = ("uint8", "int8", "uint16", "int16", "int32", "float32", "float64")
 """OpenCV's depth codes (the low 3 bits of a type such as PicPac's anno_type) as NumPy dtypes."""
-
-
-@dataclass(frozen=True)
-class PointRasterize(Rasterize):
-    """Rasterize with PicPac's ``point_radius`` for point shapes."""
-
-    point_radius: float = 3
-
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
-        w, h = sample.size
-        canvas = sample.image.copy() if self.copy else \
-            np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
-        if sample.shapes is not None:
-            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values,
-                                    point_radius=round(self.point_radius))
-        sample.mask, sample.shapes = canvas, None
-        return sample
 
 
 @dataclass(frozen=True)
@@ -214,11 +187,9 @@ class Processor:
         if c["anno_type"] is not None:
             channels, dtype = (c["anno_type"] >> 3) + 1, CV_DEPTHS[c["anno_type"] & 7]
             values = (values + [0.0] * channels)[:channels] if values else values  # PicPac's colours 2, 3: 0
-        options = dict(thickness=c["anno_thickness"], values=tuple(values) or None, channels=channels, dtype=dtype,
-                       copy=c["anno_copy"])
-        if c["point_radius"] is None:
-            return Rasterize(**options)
-        return PointRasterize(**options, point_radius=c["point_radius"])
+        radius = 2 if c["point_radius"] is None else round(c["point_radius"])
+        return Rasterize(thickness=c["anno_thickness"], values=tuple(values) or None, channels=channels, dtype=dtype,
+                         copy=c["anno_copy"], point_radius=radius)
 
     def _legacy_perturbation(self) -> list:
         """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
@@ -402,7 +373,7 @@ class Processor:
     def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
         task = self.config["task"]
         if task == "classify":
-            out = self._onehot_labels(labels, records) if self.config["onehot"] else labels
+            out = self._onehot_labels(labels) if self.config["onehot"] else labels
             return (out.astype(self.label_dtype, copy=False),)
         if task == "segment":
             return (self._masks(targets, records),)
@@ -415,12 +386,9 @@ class Processor:
             out[i, :min(n, len(t))] = t[:n]
         return out, np.minimum(counts, n)
 
-    def _onehot_labels(self, labels: np.ndarray, records: list[int]) -> np.ndarray:
+    def _onehot_labels(self, labels: np.ndarray) -> np.ndarray:
+        """One-hot rows of class ids (the stream checked every label of its pool against ``onehot``)."""
         k = self.config["onehot"]
-        bad = (labels != np.floor(labels)) | (labels < 0) | (labels >= k)
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise PicPacValueError(f"record {records[i]}: label {labels[i]} is not a class id in [0, onehot={k})")
         rows = np.zeros((len(labels), k), np.float32)  # (not np.eye(k)[labels]: k x k floats)
         rows[np.arange(len(labels)), labels.astype(np.int64)] = 1
         return rows

@@ -174,6 +174,19 @@ def test_rasterize_modes_and_erode():
     assert extent(sample.mask, 0) == (X0 + 1, Y0 + 1, X1 - 1, Y1 - 1)
 
 
+def test_rasterize_draws_points_as_discs_of_point_radius():
+    point = {"shapes": [{"type": "point", "label": 1, "geometry": {"x": 0.5, "y": 0.5}}]}
+    for radius in (2, 5):
+        sample = Sample(np.zeros((20, 20, 3), np.uint8), 0, 0)
+        sample.shapes = Shapes.from_json(point, 20, 20)
+        mask = Rasterize(point_radius=radius)(sample, None).mask
+        rows = np.flatnonzero(mask[:, 10])
+        assert (rows.min(), rows.max()) == (10 - radius, 10 + radius)
+    masked = Sample(np.zeros((20, 20, 3), np.uint8), 0, 0)
+    masked.mask = np.full((20, 20), 7, np.uint8)
+    assert (Rasterize(point_radius=5)(masked, None).mask == 7).all()  # a mask image already: left as it is
+
+
 def test_shape_boxes_ellipses_multipart_and_bad_shapes():
     doc = {"shapes": [
         {"type": "ellipse", "geometry": {"x": 0.1, "y": 0.2, "width": 0.4, "height": 0.2}},
