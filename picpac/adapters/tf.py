@@ -11,6 +11,9 @@ Importing this module imports TensorFlow; ``import picpac`` does not.
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+import functools
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -139,6 +142,48 @@ def peek(stream: ImageStream) -> tuple:
 
 
 # -- datasets -----------------------------------------------------------------------------------------------
+_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold (64-bit)
+
+
+def _restore_malloc() -> None:
+    """Undo TensorFlow's process-wide ``mallopt(M_MMAP_THRESHOLD, 128 KiB)``.
+
+    TensorFlow's generator datasets set it when their kernel is built (``ApplyPython311MemoryPatch``),
+    which turns off glibc's adaptive threshold for the whole process: from then on every allocation
+    over 128 KiB (each decoded image, each resized sample, each batch) is a fresh ``mmap`` whose pages
+    fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
+    kernel than decoding (W1: 9x the page faults, half the throughput). Called from inside the
+    generator, so after that kernel is built; a no-op off glibc."""
+    mallopt = _mallopt()
+    if mallopt is not None:
+        mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+
+
+@functools.cache
+def _mallopt() -> Any:
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):  # not glibc
+        return None
+
+
+def _options() -> Any:
+    """The datasets' options: no autotuning. The stream runs its own workers and reads ahead, so TF's
+    autotune thread has nothing to tune, and deleting an iterator waited for it (up to 2 s at the end
+    of each pass). ``dataset.with_options`` can turn it back on."""
+    options = tf.data.Options()
+    options.autotune.enabled = False
+    return options
+
+
+def _from_generator(generator: Callable[[], Iterator], signature: Any) -> Any:
+    def restored() -> Iterator:
+        _restore_malloc()
+        yield from generator()
+    return tf.data.Dataset.from_generator(restored, output_signature=signature).with_options(_options())
+
+
 def _prefetched(dataset: Any, prefetch: Any) -> Any:
     if prefetch is True:
         return dataset.prefetch(tf.data.AUTOTUNE)
@@ -150,7 +195,7 @@ def _prefetched(dataset: Any, prefetch: Any) -> Any:
 
 
 def _dataset(generator: Callable[[], Iterator], signature: Any, prefetch: Any) -> Any:
-    return _prefetched(tf.data.Dataset.from_generator(generator, output_signature=signature), prefetch)
+    return _prefetched(_from_generator(generator, signature), prefetch)
 
 
 def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = True, **config: Any) -> Any:
@@ -163,7 +208,8 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
 
     Each element is the stream's batch tuple, ``(images, labels, pad)`` or the task's, as tensors with the
     stream's dtypes; ``output_signature`` (default :func:`stream_signature`) is complete, with ``None``
-    only where a size can vary. ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of
+    only where a size can vary. The default signature is read from the first batch, made when the dataset
+    is built; it starts the first iteration (your own stream is only peeked: left where it was). ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of
     batches, or False. The dataset's cardinality is the batches per pass (``len(stream)``; unknown with
     ``skip_errors``), or infinite with ``loop=True``.
 
@@ -179,13 +225,30 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
     else:
         path, given = _stream_args(source, config)
         stream = ImageStream(path, **given)
-    signature = stream_signature(stream) if output_signature is None else output_signature
+    started: list[tuple[tuple, Iterator]] = []  # the pass the signature was read from, to go on with
+    if output_signature is not None:
+        signature = output_signature
+    elif stream is source:  # yours: left where it was
+        signature = stream_signature(stream)
+    else:  # this dataset's own: its first iteration goes on with the pass read (no batch decoded twice)
+        batches = iter(stream)
+        try:
+            first = next(batches)
+        except StopIteration:
+            raise PicPacValueError(f"{source!r} has no batch to take a signature from") from None
+        signature = stream_signature(stream, first)
+        started.append((first, batches))
 
     def generator() -> Iterator[tuple]:
         # one pass (loop=False) per call: TensorFlow calls it at each iteration of the dataset
+        if started:
+            first, batches = started.pop()
+            yield first
+            yield from batches
+            return
         yield from stream
 
-    dataset = tf.data.Dataset.from_generator(generator, output_signature=signature)
+    dataset = _from_generator(generator, signature)
     if stream.config["loop"]:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     elif not stream.config["skip_errors"]:  # batches per pass, known: Keras counts its steps without a first pass

@@ -14,6 +14,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from ..engine import aligned
 from ..engine.processes import OK, ProcessPool, pack_recipe
 from ..engine.shared_batches import SharedBatches
 from ..engine.threads import ordered_map
@@ -200,7 +201,7 @@ class _Pipeline:
                     self._skip(exc, at)
                 if not held and len(positions) == batch:  # the usual case: a job's batch as it came
                     if shared and self.config["copy"]:
-                        images, shared = images.copy(), False
+                        images, shared = aligned.copy(images), False
                     out = self._deliver(images, positions, index, real, done)
                     done = int(index[-1]) + 1
                     views.append(weakref.ref(out[0]) if shared else None)
@@ -334,7 +335,7 @@ class _Pipeline:
                 images = shared.arrays
                 shared_view = isinstance(images, np.ndarray)
                 if c["copy"] and shared_view:
-                    images, shared_view = images.copy(), False
+                    images, shared_view = aligned.copy(images), False
                 out = self._assemble(images, *zip(*shared.extras), positions, padding)
                 self._advance(shared.taken)
                 views.append(weakref.ref(out[0]) if shared_view else None)
@@ -399,7 +400,7 @@ class _Pipeline:
             if len(shapes) > 1:
                 raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
                                        f"batch; set {SHAPE_KEYS} to make them equal")
-            images = np.stack(images)
+            images = aligned.stack(images)
         labels = self._labels[positions].astype(np.float32)
         records = self._records[positions]
         targets = self.processor.targets(list(targets), labels, records, list(dense))
