@@ -108,15 +108,16 @@ def shrink(img: np.ndarray, max_size: int, *, nearest: bool = False) -> np.ndarr
     return cv2.resize(img, size, interpolation=cv2.INTER_NEAREST if nearest else cv2.INTER_AREA)
 
 
-def encode(img: np.ndarray, ext: str, *, lossless: bool = False) -> bytes:
-    """Encode ``img`` in the format of file extension ``ext`` (JPEG/WebP at quality 95).
+def encode(img: np.ndarray, ext: str, *, lossless: bool = False, quality: int = _QUALITY) -> bytes:
+    """Encode ``img`` in the format of file extension ``ext`` (JPEG/WebP at ``quality``, 95 by default).
 
     ``lossless`` (for masks) and extensions OpenCV cannot write give PNG instead.
     """
     ext = ext.lower()
     if ext not in _ENCODABLE or (lossless and ext in _LOSSY):
         ext = ".png"
-    ok, buf = cv2.imencode(ext, img, _QUALITY_PARAMS.get(ext, []))
+    params = _QUALITY_PARAMS.get(ext, [])
+    ok, buf = cv2.imencode(ext, img, params[:1] + [int(quality)] if params else [])
     if not ok:
         raise PicPacValueError(f"OpenCV could not encode a {img.dtype} image of shape {img.shape} as {ext}")
     return buf.tobytes()

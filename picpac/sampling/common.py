@@ -52,6 +52,6 @@ def class_codes(labels: np.ndarray, what: str) -> tuple[np.ndarray, np.ndarray]:
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise PicPacValueError(f"{what} needs integral class labels, but record {i} has label "
-                               f"{labels[i]!r} ({int(bad.sum())} non-integral label(s) in all)")
+                               f"{float(labels[i])!r} ({int(bad.sum())} non-integral label(s) in all)")
     classes, codes = np.unique(labels, return_inverse=True)
     return classes, codes.reshape(-1).astype(np.int64)

@@ -247,6 +247,188 @@ def repair_command(db: str, output: str | None, overwrite: bool) -> None:
     click.echo(report.summary())
 
 
+@main.command("merge", cls=_Command)
+@click.argument("sources", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--relabel-by-source", is_flag=True,
+              help="Label each record with the index of its source (0, 1, ...) [default: keep the labels, matched "
+                   "to the union of the sources' class names].")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")
+def merge_command(sources: tuple[str, ...], out: str, relabel_by_source: bool, overwrite: bool) -> None:
+    """Concatenate the records of the databases SOURCES into the new database OUT, source after source.
+
+    Fields, groups and meta are copied as stored. Class names are reconciled: OUT's table is the union of
+    the sources' tables in first-seen order, and each label becomes its class's id in it.
+    """
+    from .merge import merge
+
+    with _no_temps_left(out):
+        report = merge(sources, out, relabel_by_source=relabel_by_source, overwrite=overwrite,
+                       progress=_bar("merge"))
+    click.echo(report.summary())
+
+
+@main.command("compact", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", type=click.Path(dir_okay=False), default=None,
+              help="Write the compact database here [default: replace DB].")
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists [default: refuse].")
+def compact_command(db: str, output: str | None, overwrite: bool) -> None:
+    """Rewrite DB keeping only what its newest commit references (appends leave older index and metadata
+    blocks behind); records, labels, metadata and checksums stay the same."""
+    from .compact import compact
+
+    with _no_temps_left(output or db):
+        report = compact(db, output, overwrite=overwrite, progress=_bar("compact"))
+    click.echo(report.summary())
+
+
+
+@main.command("split", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("--folds", type=click.IntRange(min=2), default=None,
+              help="Write each of K folds as PREFIX-foldF (F = 0..K-1): fold F is what the stream's split=K, "
+                   "split_fold=F, split_negate=True selects.")
+@click.option("--test", default=None, metavar="FRACTION",
+              help="Write PREFIX-train and PREFIX-test; FRACTION is 1/K (0.1 or 1/10): test is fold --fold of "
+                   "the stream's split=K.")
+@click.option("--fold", type=click.IntRange(min=0), default=None, help="With --test: the fold that is the test "
+              "part (the stream's split_fold) [default: 0].")
+@click.option("--seed", type=click.IntRange(0, 2**63 - 1), default=2016, show_default=True,
+              help="The stream's seed: the same seed gives the same folds.")
+@click.option("--stratify/--no-stratify", default=True, show_default=True,
+              help="Deal each class evenly over the folds (the stream's stratify; labels must be whole numbers).")
+@click.option("--shuffle/--no-shuffle", default=True, show_default=True,
+              help="Shuffle groups before dealing them (the stream's shuffle).")
+@click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
+              help="Folder of the parts [default: DB's folder].")
+@click.option("--prefix", default=None, help="Name of the parts before -foldF/-train/-test [default: DB's name "
+              "without its extension; the extension is DB's].")
+@click.option("--overwrite", is_flag=True, help="Replace parts that exist [default: refuse, writing nothing].")
+def split_command(db: str, **options) -> None:
+    """Write the folds of DB (--folds K), or a train and a test part (--test 1/K), as separate databases:
+    exactly the records the stream's split keys select with the same seed; records of one group stay
+    in one part."""
+    from .split import output_paths, split_db
+
+    paths = output_paths(db, folds=options["folds"], test=options["test"], output_dir=options["output_dir"],
+                         prefix=options["prefix"])
+    with _no_temps_left(*paths):
+        report = split_db(db, progress=_bar("split"), **options)
+    click.echo(report.summary())
+
+
+@main.command("filter", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--label", "labels", multiple=True, metavar="L",
+              help="Keep label L: a number, a range A..B, or a class name (repeat: any of them).")
+@click.option("--group", "groups", multiple=True, metavar="G",
+              help="Keep group G, or 'none' for records without a group (repeat: any of them).")
+@click.option("--meta", multiple=True, metavar="KEY=VALUE",
+              help="Keep records whose meta has KEY equal to VALUE (read as JSON when it parses, else text; "
+                   "a.b for nested keys); repeat: all keys must match, values of one key are alternatives.")
+@click.option("--min-size", default=None, metavar="WxH", help="Keep images at least W wide and H high.")
+@click.option("--max-size", default=None, metavar="WxH", help="Keep images at most W wide and H high.")
+@click.option("--field", default="image", show_default=True, help="The field holding the image (for the sizes).")
+@click.option("--max-pixels", type=click.IntRange(min=0), default=MAX_PIXELS, show_default=True,
+              help="Pixel limit for an image whose header cannot be read and must be decoded to size it. 0: none.")
+@click.option("--invert", is_flag=True, help="Keep the records that do NOT match.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")
+def filter_command(db: str, out: str, **options) -> None:
+    """Copy the records of DB that match every condition given into OUT (fields byte for byte, the
+    class table and other metadata kept)."""
+    from .filter import filter_db
+
+    with _no_temps_left(out):
+        report = filter_db(db, out, progress=_bar("filter"), **options)
+    click.echo(report.summary())
+
+
+
+def _rewrite_options(f):
+    """The options `picpac downsize` and `picpac crop` share."""
+    f = click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")(f)
+    f = click.option("--threads", type=click.IntRange(min=1), default=None,
+                     help="Threads decoding and encoding in parallel [default: number of cores].")(f)
+    f = click.option("--max-pixels", type=click.IntRange(min=0), default=MAX_PIXELS, show_default=True,
+                     help="Refuse images (and masks) whose header declares more than N pixels, before decoding "
+                          "them. 0: no limit.")(f)
+    f = click.option("--image-field", default="image", show_default=True, help="The field that holds the images.")(f)
+    f = click.option("--quality", type=click.IntRange(0, 100), default=95, show_default=True,
+                     help="JPEG and WebP quality of re-encoded images (PNG and the others stay lossless).")(f)
+    f = click.argument("out", type=click.Path(dir_okay=False))(f)
+    return click.argument("db", type=click.Path())(f)
+
+
+@main.command("downsize", cls=_Command)
+@click.option("--max-size", type=click.IntRange(1, 32766), required=True,
+              help="The longest side, in pixels, an image of OUT may have.")
+@_rewrite_options
+def downsize_command(db: str, out: str, max_size: int, **options) -> None:
+    """Copy DB to OUT with every image whose longer side exceeds --max-size shrunk to it (INTER_AREA) and
+    re-encoded in its own format; smaller images are copied byte for byte.
+
+    Masks (the mask field, or an annotation field holding an image) are shrunk by nearest neighbour to
+    the image's new size; JSON annotations are relative to the image and stay as they are. Labels,
+    groups, meta (width and height follow the image) and other fields are kept.
+    """
+    from .downsize import downsize
+
+    with _no_temps_left(out):
+        report = downsize(db, out, max_size, progress=_bar("downsize"), **options)
+    click.echo(report.summary())
+
+
+@main.command("crop", cls=_Command)
+@click.option("--margin", type=click.FloatRange(0, 100), default=0.0, show_default=True,
+              help="Widen each crop by this fraction of the object's width (and height) on every side.")
+@click.option("--min-size", type=click.IntRange(min=0), default=1, show_default=True,
+              help="Leave out objects whose box inside the image is narrower or shorter than N pixels.")
+@click.option("--annotation-field", default="annotation", show_default=True,
+              help="The field that holds the PicPac JSON annotations.")
+@_rewrite_options
+def crop_command(db: str, out: str, **options) -> None:
+    """Write one record to OUT per box, polygon or ellipse of DB's annotations: the image cut to the
+    object's bounding box, labelled with the object's label, its annotation moved into the crop.
+
+    The meta names the source record and object (source, object, box); the group is the source's group,
+    else the source record, so the crops of one image stay in one fold. Points are left out.
+    """
+    from .crop import crop
+
+    with _no_temps_left(out):
+        report = crop(db, out, progress=_bar("crop"), **options)
+    click.echo(report.summary())
+
+
+@main.command("dump", cls=_Command)
+@click.argument("db", type=click.Path())
+@click.argument("out_dir", type=click.Path(file_okay=False))
+@click.argument("config", nargs=-1)
+@click.option("--count", type=click.IntRange(min=1), default=16, show_default=True, help="How many samples to write.")
+@click.option("--seed", type=int, default=None, help="The stream's seed [default: the config's, else 2016].")
+@click.option("--annotations/--no-annotations", default=True, show_default=True,
+              help="Read the annotations (annotate=any unless the config sets it) and draw them over the samples; "
+                   "without, each PNG holds exactly the stream's pixels.")
+@click.option("--overwrite", is_flag=True,
+              help="Replace OUT_DIR if it holds an earlier dump [default: refuse, leaving it as it is].")
+def dump_command(db: str, out_dir: str, config: tuple[str, ...], count: int, seed: int | None, annotations: bool,
+                 overwrite: bool) -> None:
+    """Stream DB with the stream keys CONFIG and write the samples to OUT_DIR as PNGs, annotations drawn,
+    with an index.html showing them (PicPac's picpac-stream).
+
+    CONFIG: YAML or JSON files of stream keys and key=value pairs, e.g. `batch=8 resize_width=224
+    perturb=true pert_angle=20` (`picpac docs stream` lists the keys).
+    """
+    from .dump import dump, load_config
+
+    with _no_temps_left(out_dir):
+        report = dump(db, out_dir, load_config(list(config)), count=count, seed=seed, annotations=annotations,
+                      overwrite=overwrite, progress=_bar("dump"))
+    click.echo(report.summary())
+
+
 @main.command("bench", cls=_Command)
 @click.argument("db", type=click.Path())
 @click.argument("settings", nargs=-1)

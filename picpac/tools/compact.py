@@ -1,0 +1,200 @@
+"""`picpac compact`: rewrite a database keeping only what its newest commit references.
+
+Every append writes a new commit region (metadata and the whole index) after its records and leaves
+the older regions in the file, unreferenced (docs/format.md). Compacting copies the committed records
+byte for byte, back to back in index order, followed by the commit's metadata (its exact bytes) and
+the index with the new offsets: records, order, labels, groups, metadata and checksums stay the same.
+The new file is built beside the destination and renamed over it, so the destination only ever holds
+the old database or the complete new one.
+"""
+from __future__ import annotations
+
+import fcntl
+import mmap
+import os
+import stat
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PathExistsError,
+                      PicPacError, WriterBusyError)
+from ..file import durable
+from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
+                           index_offset_after, pack_header, read_commit, read_header)
+
+
+@dataclass
+class CompactReport:
+    """What :func:`compact` did: the sizes before and after, and where it wrote (None: left as it was)."""
+
+    path: str
+    output: str | None
+    records: int
+    bytes_before: int
+    bytes_after: int
+
+    @property
+    def freed(self) -> int:
+        return self.bytes_before - self.bytes_after
+
+    def summary(self) -> str:
+        """One line: the records and the bytes before and after."""
+        if self.output is None:
+            return f"{self.path}: already compact ({self.records} records, {self.bytes_before:,} bytes)"
+        where = "" if self.output == self.path else f"; written to {self.output}"
+        return (f"{self.path}: {self.records} records, {self.bytes_before:,} -> {self.bytes_after:,} bytes "
+                f"({self.freed:,} bytes freed){where}")
+
+
+def _open(path: str) -> int:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise MissingPathError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise PicPacError(f"{path}: cannot open: {exc.strerror}") from None
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise FormatError(f"{path}: is a directory, not a picpac database")
+    return fd
+
+
+def _lock(fd: int, path: str) -> None:
+    """Hold the lock appending Writers take, so none commits to the file while it is being replaced."""
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise WriterBusyError(f"{path}: a Writer is appending to this database; compact it when it has closed") \
+            from None
+
+
+def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *, overwrite: bool = False,
+            progress: Callable[[int], Any] | None = None, sync: bool = True) -> CompactReport:
+    """Rewrite the database at ``path`` with only its newest commit's records and region.
+
+    Without ``output`` the compact database replaces ``path`` (atomically; a database that is already
+    compact is left as it is). An existing ``output`` is replaced only with ``overwrite``. Every record
+    is checked against its checksum while it is copied: a damaged one stops the compaction
+    (``picpac repair`` drops it). ``progress(total)`` may return a bar (``update(n)``, ``close()``).
+    """
+    path = os.fspath(path)
+    destination = path if output is None else os.fspath(output)
+    in_place = durable.target(destination) == durable.target(path)
+    if not in_place and not overwrite and os.path.lexists(destination):
+        raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it")
+    fd = _open(path)
+    try:
+        if in_place:
+            _lock(fd, path)  # released when fd closes, after the rename
+        size = os.fstat(fd).st_size
+        if size == 0:
+            raise FormatError(f"{path}: empty file, not a picpac database")
+        with mmap.mmap(fd, size, prot=mmap.PROT_READ) as buf:
+            state = read_header(buf, size, path)
+            if state.damaged_slots and size > state.current.end:
+                raise CorruptError(f"{path}: header commit slot {state.damaged_slots[0]} is damaged and bytes follow "
+                                   f"the newest intact commit (a newer commit?); run `picpac repair {path}` first")
+            _, index = read_commit(buf, size, state.current, path)
+            index = index.copy()
+            sizes = index["size"].astype(np.int64)
+            offsets = HEADER_SIZE + np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+            records_end = HEADER_SIZE + int(sizes.sum())
+            meta_size = state.current.meta_size
+            after = index_offset_after(records_end + meta_size) + INDEX_DTYPE.itemsize * len(index)
+            report = CompactReport(path, destination, len(index), size, after)
+            if in_place and _is_compact(state, index, offsets, records_end, size):
+                report.output, report.bytes_after = None, size
+                return report
+            _write(buf, path, destination, state, index, offsets, records_end, overwrite or in_place,
+                   os.fstat(fd).st_mode, progress, sync)
+    finally:
+        os.close(fd)
+    return report
+
+
+def _is_compact(state: HeaderState, index: np.ndarray, offsets: np.ndarray, records_end: int, size: int) -> bool:
+    return (not state.damaged_slots and state.current.offset == records_end and state.current.end == size
+            and np.array_equal(index["offset"].astype(np.int64), offsets))
+
+
+def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, index: np.ndarray,
+           offsets: np.ndarray, records_end: int, replace: bool, mode: int,
+           progress: Callable[[int], Any] | None, sync: bool) -> None:
+    """Build the compact database in a temporary file beside ``destination`` and move it there."""
+    target = durable.target(destination)
+    durable.remove_stale_temps(target)
+    temp = durable.temp_path(target)
+    fd = os.open(temp, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o666)
+    published = False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # a lock marks a live temporary (durable.remove_stale_temps)
+        if durable.target(path) == target:
+            os.fchmod(fd, stat.S_IMODE(mode))  # in place: the database keeps its permissions
+        with os.fdopen(os.dup(fd), "wb") as file:
+            file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))
+            _copy_records(buf, path, index, file, progress)
+            current = state.current
+            meta = buf[current.offset:current.offset + current.meta_size]  # the metadata's exact bytes
+            index["offset"] = offsets
+            padding = bytes(index_offset_after(records_end + len(meta)) - records_end - len(meta))
+            region = meta + padding + index.tobytes()
+            file.write(region)
+        commit = Commit(current.seq + 1, records_end, len(meta), records_end + len(meta) + len(padding),
+                        len(index), crc32(region))
+        os.pwrite(fd, commit.pack(), SLOT_OFFSETS[0])
+        _publish(temp, target, destination, replace, sync)
+        published = True
+    finally:
+        os.close(fd)
+        if not published:
+            try:
+                os.unlink(temp)
+            except FileNotFoundError:
+                pass
+
+
+def _copy_records(buf: mmap.mmap, path: str, index: np.ndarray, file: Any,
+                  progress: Callable[[int], Any] | None) -> None:
+    """Write every record's bytes, each checked against its checksum."""
+    bar = progress(len(index)) if progress is not None else None
+    try:
+        size = len(buf)
+        for i, (offset, length, checksum) in enumerate(zip(index["offset"].tolist(), index["size"].tolist(),
+                                                           index["checksum"].tolist())):
+            if offset + length > size:
+                raise CorruptRecordError(path, i, "lies past the end of the file")
+            data = buf[offset:offset + length]
+            if crc32(data) != checksum:
+                raise CorruptRecordError(path, i, "fails its checksum (damaged bytes); `picpac repair` drops it")
+            file.write(data)
+            if bar is not None:
+                bar.update(1)
+    finally:
+        if bar is not None and hasattr(bar, "close"):
+            bar.close()
+
+
+def _publish(temp: str, target: str, destination: str, replace: bool, sync: bool) -> None:
+    """Give the finished ``temp`` the name ``target``: over it when ``replace``, else only if it is still free."""
+    if replace:
+        durable.replace(temp, target, sync=sync)
+        return
+    if sync:
+        durable.fsync_path(temp)
+    try:
+        os.link(temp, target)
+    except FileExistsError:
+        raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it") \
+            from None
+    except OSError:  # a file system without hard links: rename, unless the name was taken meanwhile
+        if os.path.lexists(target):
+            raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it") \
+                from None
+        os.rename(temp, target)
+    else:
+        os.unlink(temp)
+    if sync:
+        durable.fsync_directory(os.path.dirname(target))

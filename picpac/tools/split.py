@@ -1,0 +1,198 @@
+"""`picpac split`: write the folds of a database, or its train and test parts, as separate files.
+
+The records of each part are exactly those the stream's split keys select with the same seed: the
+assignment is :func:`picpac.sampling.folds.assign_folds` and :func:`~picpac.sampling.folds.select`,
+the functions ``ImageStream`` calls. So fold ``f`` of ``--folds K`` holds what
+``ImageStream(db, split=K, split_fold=f, split_negate=True, ...)`` streams, and ``--test 1/K`` is
+fold ``--fold`` of K (test) and the other folds (train). Groups never straddle parts.
+"""
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+
+from ..errors import CorruptRecordError, PathExistsError, PicPacValueError
+from ..file import durable
+from ..file.layout import NO_GROUP
+from ..file.reader import Reader, Record
+from ..file.writer import Writer
+from ..sampling.folds import assign_folds, select
+
+DEFAULT_SEED = 2016
+"""The stream's default ``seed``: the same split as a stream that does not set one."""
+
+Progress = Callable[[int], Any]
+
+
+@dataclass
+class SplitReport:
+    """What :func:`split_db` wrote: each part's path and record count, and the stream keys that select it."""
+
+    source: str
+    records: int
+    parts: list[tuple[str, int]]
+    keys: dict[str, Any]
+    test_fold: int | None = None
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
+        parts = ", ".join(f"{os.path.basename(p)} {n}" for p, n in self.parts)
+        if self.test_fold is None:
+            how = f"fold f is ImageStream(split_fold=f, split_negate=True, {keys})"
+        else:
+            how = (f"test is ImageStream(split_fold={self.test_fold}, split_negate=True, {keys}), "
+                   "train the same with split_negate=False")
+        return (f"split {self.source} ({self.records} records) into {len(self.parts)} parts in "
+                f"{os.path.dirname(self.parts[0][0]) or '.'} (records: {parts}); {how}; in {self.seconds:.1f} s")
+
+
+# -- what the parts are -------------------------------------------------------------------------------
+
+def folds_of_test(test: float | str, source: str = "") -> int:
+    """K for a test fraction of 1/K: ``0.1`` or ``"1/10"`` -> 10. Other fractions are refused, since the
+    stream's split keys cut a database into K equal folds."""
+    text, where = str(test).strip(), f"{source}: " if source else ""
+    try:
+        value = Fraction(text.replace(" ", "")) if "/" in text else Fraction(float(text))
+    except (ValueError, ZeroDivisionError, OverflowError):
+        raise PicPacValueError(f"{where}--test {text!r} is not a fraction; give 1/K as 0.1 or 1/10") from None
+    if not 0 < value <= Fraction(1, 2):
+        raise PicPacValueError(f"{where}--test {text} must be in (0, 0.5]: the test part is one of K >= 2 folds")
+    k = round(1 / value)
+    if abs(float(value) * k - 1) > 1e-6:
+        near = sorted({max(2, int(1 / value)), max(2, int(1 / value) + 1)})
+        raise PicPacValueError(
+            f"{where}--test {text} is not 1/K for a whole K: the stream's split keys cut the database into K equal "
+            f"folds; use {' or '.join(f'--test 1/{n}' for n in near)}, or --folds K")
+    return k
+
+
+def output_paths(db: str | os.PathLike, *, folds: int | None = None, test: float | str | None = None,
+                 output_dir: str | os.PathLike | None = None, prefix: str | None = None) -> list[str]:
+    """The files the split writes: PREFIX-fold0.picpac ... for ``folds``, PREFIX-train / PREFIX-test for
+    ``test``; PREFIX defaults to DB's name without its extension, the folder to DB's."""
+    db = os.fspath(db)
+    stem, suffix = os.path.splitext(os.path.basename(db))
+    suffix = suffix or ".picpac"
+    folder = os.fspath(output_dir) if output_dir is not None else os.path.dirname(db)
+    names = ["train", "test"] if test is not None else [f"fold{f}" for f in range(folds or 0)]
+    return [os.path.join(folder, f"{prefix if prefix is not None else stem}-{name}{suffix}") for name in names]
+
+
+def _units(groups: np.ndarray) -> int:
+    """Groups plus ungrouped records: what folds are dealt."""
+    grouped = groups != NO_GROUP
+    return int((~grouped).sum()) + len(np.unique(groups[grouped]))
+
+
+# -- copying ----------------------------------------------------------------------------------------
+
+def copied_metadata(reader: Reader, provenance_key: str, provenance: dict[str, Any]) -> dict[str, Any]:
+    """The database's metadata for a copy of some of its records: class table, source, arrays ... kept;
+    ``fields`` and ``created`` are the new Writer's; ``provenance_key`` says where the records came from."""
+    metadata = {k: v for k, v in reader.metadata.items() if k not in ("fields", "created")}
+    metadata[provenance_key] = provenance
+    return metadata
+
+
+def append_copy(writer: Writer, record: Record, source: str) -> None:
+    """Append ``record`` to ``writer``: every field byte for byte, its label, group and meta."""
+    meta = record.meta
+    if not isinstance(meta, dict):
+        raise CorruptRecordError(source, record.index, f"has meta that is a JSON {type(meta).__name__}, "
+                                 "not an object; run `picpac verify`")
+    writer.append(record.fields, label=record.label, group=record.group, meta=meta or None)
+
+
+def check_outputs(paths: Sequence[str], source: str, overwrite: bool) -> None:
+    """Refuse outputs that exist (without ``overwrite``) or that are the source itself, before writing any."""
+    for path in paths:
+        if durable.target(path) == durable.target(source):
+            raise PicPacValueError(f"{path}: is the database being read; choose another output name")
+        if not overwrite and os.path.lexists(path):
+            raise PathExistsError(f"{path}: already exists; pass --overwrite (overwrite=True) to replace it "
+                                  "(nothing was written)")
+
+
+@contextmanager
+def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite: bool) -> Iterator[list[Writer]]:
+    """Writers of new databases at ``paths``, each in a temp file until the block ends well: then all are
+    committed and renamed; an error (or Ctrl-C) in the block discards them all."""
+    with ExitStack() as stack:
+        yield [stack.enter_context(Writer(p, overwrite=overwrite, metadata=m)) for p, m in zip(paths, metadata)]
+
+
+def bar_of(progress: Progress | None, total: int) -> Any:
+    return progress(total) if progress is not None else None
+
+
+# -- the split --------------------------------------------------------------------------------------
+
+def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | str | None = None,
+             fold: int | None = None, seed: int = DEFAULT_SEED, stratify: bool = True, shuffle: bool = True,
+             output_dir: str | os.PathLike | None = None, prefix: str | None = None, overwrite: bool = False,
+             progress: Progress | None = None) -> SplitReport:
+    """Write DB's K folds (``folds=K``) or its train and test parts (``test=1/K``, the test part being fold
+    ``fold``, default 0) as new databases; see :func:`output_paths` for their names."""
+    start = time.perf_counter()
+    db = os.fspath(db)
+    if (folds is None) == (test is None):
+        raise PicPacValueError(f"{db}: give either --folds K (write every fold) or --test FRACTION (write a "
+                               "train and a test part), not " + ("both" if folds is not None else "neither"))
+    if folds is not None:
+        if fold is not None:
+            raise PicPacValueError(f"{db}: --fold picks the test fold of --test; --folds writes every fold")
+        if isinstance(folds, bool) or not isinstance(folds, (int, np.integer)) or folds < 2:
+            raise PicPacValueError(f"{db}: --folds must be a whole number >= 2, got {folds!r}")
+        k = int(folds)
+    else:
+        k = folds_of_test(test, db)
+        fold = 0 if fold is None else fold
+        if not 0 <= fold < k:
+            raise PicPacValueError(f"{db}: --fold must be in 0..{k - 1} for --test {test} ({k} folds), got {fold}")
+    paths = output_paths(db, folds=folds, test=test, output_dir=output_dir, prefix=prefix)
+    with Reader(db) as reader:
+        try:
+            assigned = assign_folds(reader.labels, reader.groups, k, seed, shuffle=shuffle, stratify=stratify)
+        except PicPacValueError as exc:
+            fix = "; pass --no-stratify to split without classes" if stratify and "stratify" in str(exc) else ""
+            raise PicPacValueError(f"{db}: {exc}{fix}") from None
+        if folds is not None:
+            parts = [select(assigned, k, f, True) for f in range(k)]
+        else:
+            parts = [select(assigned, k, fold, False), select(assigned, k, fold, True)]
+        for path, records in zip(paths, parts):
+            if not len(records):
+                raise PicPacValueError(
+                    f"{db}: {path} would be empty: {len(reader)} records in {_units(reader.groups)} units "
+                    f"(groups and ungrouped records) cannot fill {k} folds; use fewer folds (nothing was written)")
+        check_outputs(paths, db, overwrite)
+        keys = {"split": k, "seed": seed, "stratify": stratify, **({} if shuffle else {"shuffle": False})}
+        part_of = np.empty(len(reader), np.int64)
+        for p, records in enumerate(parts):
+            part_of[records] = p
+        metadata = []
+        for p in range(len(paths)):
+            fold_p, negate = (p, True) if folds is not None else (fold, p == 1)
+            metadata.append(copied_metadata(reader, "split", {
+                "from": db, **keys, "split_fold": fold_p, "split_negate": negate}))
+        bar = bar_of(progress, len(reader))
+        try:
+            with writers(paths, metadata, overwrite) as outs:
+                for i in range(len(reader)):
+                    append_copy(outs[part_of[i]], reader[i], db)
+                    if bar is not None:
+                        bar.update(1)
+        finally:
+            if bar is not None:
+                bar.close()
+    return SplitReport(db, len(part_of), [(p, len(r)) for p, r in zip(paths, parts)], keys,
+                       None if folds is not None else fold, time.perf_counter() - start)
