@@ -119,6 +119,7 @@ def test_tests_mirror_the_tree(test):
         assert test.stem in {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples"}
         return
     assert (PACKAGE / folder).is_dir(), f"{folder} is no subpackage of picpac"
-    names = {p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"} | {folder.name}
+    names = ({p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"} | {folder.name}
+             | {p.name for p in (PACKAGE / folder).iterdir() if (p / "__init__.py").is_file()})  # (tools/explore/)
     assert any(test.stem == f"test_{n}" or test.stem.startswith(f"test_{n}_") for n in names), \
         f"{test.name} names no module of picpac/{folder}: {sorted(names)}"

@@ -429,6 +429,27 @@ def dump_command(db: str, out_dir: str, config: tuple[str, ...], count: int, see
     click.echo(report.summary())
 
 
+@main.command("explore", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
+              help="Port to listen on; 0 picks a free one (the URL printed says which).")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on. Another than loopback lets anyone who reaches it see the data (a warning).")
+@click.option("--no-browser", is_flag=True, help="Do not open a web browser on the URL.")
+def explore_command(db: str, port: int, host: str, no_browser: bool) -> None:
+    """Browse DB in a local web app: overview, filtered thumbnail grid, records, live augmentation.
+
+    Read-only; serves nothing but DB. Needs `pip install picpac[explore]` (starlette, uvicorn, jinja2).
+    """
+    try:
+        from .explore.server import serve
+        import starlette, uvicorn, jinja2  # noqa: E401,F401
+    except ImportError as exc:
+        raise click.ClickException(f"picpac explore needs {exc.name}: pip install 'picpac[explore]'") from None
+    serve(db, host, port, open_browser=not no_browser, echo=lambda line: click.echo(line),
+          warn=lambda line: click.echo(line, err=True))
+
+
 @main.command("bench", cls=_Command)
 @click.argument("db", type=click.Path())
 @click.argument("settings", nargs=-1)

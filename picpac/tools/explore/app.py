@@ -1,0 +1,225 @@
+"""The explorer's routes (Starlette). Read-only: every route is GET and serves a page or a picture made from
+the one database; no URL holds a file path (record ids are ints checked against the record count, run
+digests hex), so anything else is a 404. Errors are shown as escaped one-line messages, never tracebacks."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from typing import Any
+from urllib.parse import urlencode
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.middleware import Middleware
+from starlette.middleware.trustedhost import TrustedHostMiddleware
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from ...errors import CorruptRecordError, PicPacError
+from ...file.layout import NO_GROUP
+from ...image.headers import image_size
+from .. import info as info_module
+from .augment import DEFAULT_CONFIG, Augmenter
+from .index import MAX_SCAN, DbIndex, parse_filter
+from .overview import bars, overview
+from .pages import render
+from .thumbnails import LRUBytes, NoImage, annotated, thumbnail
+
+PER_PAGE = 60
+MAX_PER_PAGE = 500
+MAX_TEXT_SHOWN = 20_000
+_DIGEST = re.compile(r"[0-9a-f]{20}")
+HEADERS = {
+    "Content-Security-Policy": "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
+                               "frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
+}
+
+
+class _SecurityHeaders:
+    """Adds HEADERS to every response (pages, pictures, 404s)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+
+        async def sending(message: dict) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []),
+                                      *[(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]]
+            await send(message)
+
+        await self.app(scope, receive, sending)
+
+
+class Explorer:
+    """The state one server shares: the database's index, the caches, the augmenter."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.index = DbIndex(os.fspath(path))
+        self.reader = self.index.reader
+        self.name = os.path.basename(self.reader.path)
+        self.thumbs = LRUBytes()
+        self.augmenter = Augmenter(self.reader.path)
+        self._overview: dict[str, Any] | None = None
+        self._lock = threading.Lock()
+
+    def overview(self) -> dict[str, Any]:
+        with self._lock:
+            if self._overview is None:
+                self._overview = overview(self.index)
+            return self._overview
+
+    def record_id(self, request: Request) -> int:
+        i = request.path_params["i"]
+        if not 0 <= i < len(self.reader):
+            raise HTTPException(404)
+        return i
+
+    def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
+        return HTMLResponse(render(name, db_name=self.name, **values), status_code=status)
+
+
+def _label_text(value: float) -> str:
+    return str(int(value)) if value == int(value) else repr(value)
+
+
+def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None) -> Starlette:
+    """The explorer's ASGI app for the database at ``path``; ``allowed_hosts``: the Host headers it answers
+    (a guard against DNS rebinding; None: any)."""
+    ex = Explorer(path)
+
+    def home(request: Request) -> Response:
+        q = request.query_params
+        split_text, seed_text = q.get("split", "5"), q.get("seed", "2016")
+        d = ex.overview()
+        error = None
+        try:
+            f = parse_filter({"split": split_text, "seed": seed_text})
+            split = max(f.split, 1)
+            folds = ex.index.fold_counts(split, f.seed)
+        except PicPacError as exc:
+            error, split, folds, f = str(exc), 5, ex.index.fold_counts(5), parse_filter({})
+        counts = bars(d["labels"]["counts"]) if d["labels"]["integral"] else []
+        shapes = bars(d["shapes"]["counts"]) if d["shapes"] else []
+        return ex.page("overview", d=d, labels=counts, shapes=shapes, folds=folds, split=split, seed=f.seed,
+                       error=error)
+
+    def grid(request: Request) -> Response:
+        q = dict(request.query_params)
+        shown = {k: q.get(k, "") for k in ("label", "split", "fold", "seed", "meta")}
+        per_text = q.get("per", str(PER_PAGE))
+        per = int(per_text) if per_text.isdigit() and 1 <= int(per_text) <= MAX_PER_PAGE else PER_PAGE
+        start_text = q.get("start", "0")
+        start = int(start_text) if start_text.isdigit() and int(start_text) < 2**62 else 0
+        error, ids, total, after = None, [], None, None
+        try:
+            f = parse_filter(q)
+            ids, after, total = ex.index.page(f, start, per)
+        except PicPacError as exc:
+            error = str(exc)
+
+        def link(position: int) -> str:
+            return urlencode({**{k: v for k, v in shown.items() if v}, "per": per, "start": position})
+
+        previous = max(start - per, 0) if start > 0 and total is not None else None
+        labels = [_label_text(ex.index.labels.item(i)) for i in ids]
+        return ex.page("grid", q=shown, per=per, ids=ids, labels=labels, total=total, start=start, next=after,
+                       prev=previous, link=link, max_scan=MAX_SCAN, error=error)
+
+    def record(request: Request) -> Response:
+        i = ex.record_id(request)
+        reader = ex.reader
+        entry = reader.index[i]
+        group = int(entry["group"])
+        info = {"label": _label_text(float(entry["label"])), "name": None, "group": None if group == NO_GROUP else group,
+                "offset": int(entry["offset"]), "size": int(entry["size"]), "checksum": f"{int(entry['checksum']):08x}",
+                "fields": [], "meta": "", "annotation": None}
+        classes = reader.classes
+        label = float(entry["label"])
+        if info_module._classes_of(reader.metadata.get("source")) == "labels" and label == int(label) \
+                and 0 <= label < len(classes):
+            info["name"] = classes[int(label)] or None
+        error = None
+        try:
+            rec = reader.read(i, check=True)
+            info["meta"] = json.dumps(rec.meta, indent=2, ensure_ascii=False, sort_keys=True)
+            for name, view in rec.fields.items():
+                info["fields"].append({"name": name, "bytes": view.nbytes, "kind": _kind(reader, name, view)})
+            if "annotation" in rec and bytes(rec["annotation"][:1]) in (b"{", b"["):
+                text = bytes(rec["annotation"][:MAX_TEXT_SHOWN]).decode("utf-8", "replace")
+                info["annotation"] = text + (" ..." if rec["annotation"].nbytes > MAX_TEXT_SHOWN else "")
+        except (CorruptRecordError, ValueError) as exc:
+            error = f"record {i} is damaged: {exc}"
+        return ex.page("record", i=i, n=len(reader), r=info, error=error)
+
+    def thumb(request: Request) -> Response:
+        i = ex.record_id(request)
+        try:
+            return Response(thumbnail(ex.reader, i, ex.thumbs), media_type="image/jpeg")
+        except (NoImage, PicPacError, ValueError):
+            raise HTTPException(404) from None
+
+    def image(request: Request) -> Response:
+        i = ex.record_id(request)
+        try:
+            return Response(annotated(ex.reader, i), media_type="image/png")
+        except (NoImage, PicPacError, ValueError):
+            raise HTTPException(404) from None
+
+    def augment(request: Request) -> Response:
+        text = request.query_params.get("config")
+        if text is None:
+            return ex.page("augment", text=DEFAULT_CONFIG, samples=[], digest="")
+        error, digest, samples = None, "", []
+        try:
+            digest, samples = ex.augmenter.run(text)
+        except PicPacError as exc:
+            error = f"config refused: {exc}"
+        except Exception as exc:  # a failure inside the stream: its message, never a traceback
+            error = f"the stream failed: {type(exc).__name__}: {exc}"
+        return ex.page("augment", status=200 if error is None else 400, text=text, samples=samples,
+                       digest=digest, error=error)
+
+    def augment_png(request: Request) -> Response:
+        digest, k = request.path_params["digest"], request.path_params["k"]
+        data = ex.augmenter.png(digest, k) if _DIGEST.fullmatch(digest) else None
+        if data is None:
+            raise HTTPException(404)
+        return Response(data, media_type="image/png")
+
+    async def not_found(request: Request, exc: Exception) -> Response:
+        return ex.page("not_found", status=404)
+
+    routes = [Route("/", home), Route("/grid", grid), Route("/record/{i:int}", record),
+              Route("/thumb/{i:int}.jpg", thumb), Route("/image/{i:int}.png", image),
+              Route("/augment", augment), Route("/augment/{digest:str}/{k:int}.png", augment_png)]
+    middleware = [Middleware(_SecurityHeaders)]
+    if allowed_hosts is not None:
+        middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
+    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found, 405: not_found})
+    app.state.explorer = ex
+    return app
+
+
+def _kind(reader: Any, name: str, view: memoryview) -> str:
+    """What a field holds: an array, an image (format, width x height), JSON, or bytes."""
+    if name in reader.arrays:
+        spec = reader.arrays[name]
+        return f"array {'x'.join(map(str, spec.shape))} {spec.dtype.name}"
+    head = bytes(view[:8])
+    size = image_size(view)
+    formats = {b"\xff\xd8": "JPEG", b"\x89P": "PNG", b"BM": "BMP", b"GI": "GIF", b"RI": "WebP"}
+    if size is not None:
+        return f"{formats.get(head[:2], 'image')} {size[0]}x{size[1]}"
+    if head[:1] in (b"{", b"["):
+        return "JSON"
+    return "bytes"

@@ -1,0 +1,314 @@
+"""`picpac explore`: a real server on loopback, real HTTP requests, exact answers (docs/explore.md)."""
+from __future__ import annotations
+
+import http.client
+import io
+import json
+import re
+import shutil
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+
+import numpy as np
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+pytest.importorskip("jinja2")
+
+import picpac  # noqa: E402
+from picpac.sampling.folds import assign_folds, select  # noqa: E402
+from picpac.tools import info  # noqa: E402
+from picpac.tools.explore import augment, thumbnails  # noqa: E402
+from tests.conftest import SHARED_DATA  # noqa: E402
+
+COCO = SHARED_DATA / "coco128-train"
+N = 128
+HOSTILE_NOTE = "<script>alert('x')</script> & \"quotes\""
+
+
+def build_db(tmp) -> str:
+    """COCO128 (copied out of the read-only source) imported with its YOLO boxes, then rewritten with labels
+    i % 3, a meta kind=odd/even, and record 5's meta holding markup."""
+    if not COCO.is_dir():
+        pytest.skip(f"{COCO} is not there")
+    src = tmp / "coco"
+    for part in ("images", "detection"):
+        shutil.copytree(COCO / part, src / part)
+    shutil.copy(COCO / "detection-classes.yaml", src)
+    from picpac.tools.ingest import import_dataset
+
+    imported = tmp / "imported.picpac"
+    import_dataset(src / "images", imported, format="yolo", labels=src / "detection",
+                   classes=src / "detection-classes.yaml", progress=False)
+    db = tmp / "coco.picpac"
+    with picpac.Reader(imported) as r, picpac.Writer(db, metadata={"classes": ["zero", "one", "two"]}) as w:
+        assert len(r) == N
+        for i in range(N):
+            rec = r[i]
+            meta = {**rec.meta, "kind": "odd" if i % 2 else "even", "n": i}
+            if i == 5:
+                meta["note"] = HOSTILE_NOTE
+            w.append(image=bytes(rec["image"]), annotation=bytes(rec["annotation"]), label=i % 3, meta=meta)
+    return str(db)
+
+
+class Server:
+    def __init__(self, db: str):
+        import uvicorn
+
+        from picpac.tools.explore.app import build_app
+        from picpac.tools.explore.server import allowed_hosts, bind
+
+        self.app = build_app(db, allowed_hosts=allowed_hosts("127.0.0.1"))
+        self.sock = bind("127.0.0.1", 0)
+        self.port = self.sock.getsockname()[1]
+        self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True)
+        self.thread.start()
+        deadline = time.time() + 20
+        while not self.server.started and time.time() < deadline:
+            time.sleep(0.02)
+        assert self.server.started
+
+    def get(self, path: str, host: str | None = None) -> tuple[int, bytes, dict]:
+        """A GET of ``path`` sent exactly as given (no client-side normalisation)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=60)
+        conn.putrequest("GET", path, skip_host=True)
+        conn.putheader("Host", host or f"127.0.0.1:{self.port}")
+        conn.endheaders()
+        resp = conn.getresponse()
+        body = resp.read()
+        conn.close()
+        return resp.status, body, dict(resp.getheaders())
+
+    def text(self, path: str) -> str:
+        status, body, _ = self.get(path)
+        assert status == 200, (path, body[:500])
+        return body.decode()
+
+    def stop(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(10)
+        self.sock.close()
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    return build_db(tmp_path_factory.mktemp("explore"))
+
+
+@pytest.fixture(scope="module")
+def server(db):
+    s = Server(db)
+    yield s
+    s.stop()
+
+
+def grid_ids(html: str) -> list[int]:
+    return [int(v) for v in re.findall(r'data-id="(\d+)"', html)]
+
+
+def table(html: str, id_: str) -> str:
+    return re.search(rf'<table id="{id_}">(.*?)</table>', html, re.S).group(1)
+
+
+def counts(html: str, id_: str) -> list[int]:
+    return [int(v) for v in re.findall(r'<td class="count">(\d+)</td>', table(html, id_))]
+
+
+def test_overview_counts(server, db):
+    html = server.text("/?split=4&seed=9")
+    d = info.describe(db)
+    assert re.search(r'<td id="records">(\d+)</td>', html).group(1) == str(N)
+    assert re.search(r'<td id="damaged">(\d+)</td>', html).group(1) == "0"
+    assert counts(html, "labels") == [43, 43, 42]
+    assert ">zero<" in table(html, "labels") and ">two<" in table(html, "labels")
+    assert sum(counts(html, "shapes")) == d["shapes"]["shapes"] == 929
+    assert counts(html, "shapes") == [c["count"] for c in d["shapes"]["counts"]]
+    with picpac.Reader(db) as r:
+        folds = assign_folds(r.labels, r.groups, 4, 9)
+    assert counts(html, "folds") == np.bincount(folds, minlength=4).tolist()
+    assert sum(counts(html, "hist-width")) == sum(counts(html, "hist-aspect")) == N
+    assert "max 640" in html  # COCO's widths
+
+
+def test_grid_pagination(server):
+    html = server.text("/grid?per=10&start=20")
+    assert grid_ids(html) == list(range(20, 30))
+    assert "128 records selected" in html
+    last = server.text("/grid?per=50&start=100")
+    assert grid_ids(last) == list(range(100, 128)) and 'id="next"' not in last
+    first = server.text("/grid")
+    assert grid_ids(first) == list(range(60))
+    nxt = re.search(r'id="next" href="([^"]+)"', first).group(1).replace("&amp;", "&")
+    assert grid_ids(server.text(nxt)) == list(range(60, 120))
+
+
+def test_grid_filters(server, db):
+    assert grid_ids(server.text("/grid?label=1&per=500")) == list(range(1, N, 3))
+    assert grid_ids(server.text("/grid?label=2&per=5&start=5")) == list(range(2, N, 3))[5:10]
+    with picpac.Reader(db) as r:
+        folds = assign_folds(r.labels, r.groups, 5, 2016)  # ImageStream's default seed
+    held_out = select(folds, 5, 2, negate=True).tolist()
+    assert grid_ids(server.text("/grid?split=5&fold=2&per=500")) == held_out
+    both = server.text("/grid?split=5&fold=2&label=0&per=500")
+    assert grid_ids(both) == [i for i in held_out if i % 3 == 0]
+    assert grid_ids(server.text("/grid?meta=kind%3Dodd&per=500")) == list(range(1, N, 2))
+    assert grid_ids(server.text("/grid?meta=n%3D7")) == [7]
+    assert grid_ids(server.text("/grid?meta=kind%3Dodd&label=0&per=4")) == [3, 9, 15, 21]
+    bad = server.get("/grid?split=3&fold=7")
+    assert bad[0] == 200 and b"fold must be in [0, 2]" in bad[1] and grid_ids(bad[1].decode()) == []
+
+
+def test_record_page_escapes_meta(server, db):
+    html = server.text("/record/5")
+    assert "&lt;script&gt;" in html and "<script>alert" not in html
+    meta = re.search(r'<pre id="meta">(.*?)</pre>', html, re.S).group(1)
+    import html as html_module
+    with picpac.Reader(db) as r:
+        rec = r[5]
+        assert json.loads(html_module.unescape(meta)) == rec.meta
+        rows = re.findall(r"<tr><td>(\w+)</td><td>(\d+)</td><td>([^<]*)</td></tr>", table(html, "fields"))
+        assert [(name, int(size)) for name, size, _ in rows] == [(k, v.nbytes) for k, v in rec.fields.items()]
+    assert re.fullmatch(r"JPEG \d+x\d+", rows[0][2]) and f"JPEG {rec.meta['width']}x{rec.meta['height']}" == rows[0][2]
+    assert rows[1][2] == "JSON"
+    assert '<td id="label">2 (two)</td>' in html
+    assert server.get("/image/5.png")[0] == 200
+
+
+def test_thumbnails_cached_and_bounded(server):
+    status, body, headers = server.get("/thumb/7.jpg")
+    assert status == 200 and headers["content-type"] == "image/jpeg" and body[:2] == b"\xff\xd8"
+    from PIL import Image
+
+    assert max(Image.open(io.BytesIO(body)).size) <= thumbnails.THUMB_SIDE
+    cache = server.app.state.explorer.thumbs
+    assert cache.get(("thumb", id(server.app.state.explorer.reader), 7)) == body
+    lru = thumbnails.LRUBytes(limit=10)
+    for k in range(5):
+        lru.put(k, b"abcd")
+    assert len(lru) == 2 and lru.size == 8 and lru.get(0) is None and lru.get(4) == b"abcd"
+
+
+def test_augmentation_pixels_equal_the_stream(server, db):
+    text = ("seed: 7\nbatch: 4\nresize_width: 96\nresize_height: 80\nperturb: true\npert_hflip: true\n"
+            "pert_angle: 20\npert_color1: 10\npert_min_scale: 0.8\npert_max_scale: 1.3\nsplit: 3\nsplit_fold: 1\n")
+    html = server.text("/augment?" + urllib.parse.urlencode({"config": text}))
+    srcs = re.findall(r'<img src="(/augment/[0-9a-f]{20}/\d\.png)"', html)
+    assert len(srcs) == 4
+    with picpac.ImageStream(db, seed=7, batch=4, resize_width=96, resize_height=80, perturb=True, pert_hflip=True,
+                            pert_angle=20, pert_color1=10, pert_min_scale=0.8, pert_max_scale=1.3, split=3, split_fold=1,
+                            loop=False, dtype="uint8", order="NHWC", colorspace="RGB") as stream:
+        images, labels, _ = next(iter(stream))
+    from PIL import Image
+
+    for k, src in enumerate(srcs):
+        status, body, headers = server.get(src)
+        assert status == 200 and headers["content-type"] == "image/png"
+        pixels = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+        assert pixels.shape == (80, 96, 3)
+        np.testing.assert_array_equal(pixels, images[k])
+    assert f"label {float(labels[0])}" in html
+
+
+TRAVERSALS = ["/../../etc/passwd", "/record/../../etc/passwd", "/record/..%2f..%2fetc%2fpasswd",
+              "/thumb/..%2F..%2Fetc%2Fpasswd.jpg", "/%2e%2e/%2e%2e/etc/passwd", "/%2e%2e%2f%2e%2e%2fetc%2fpasswd",
+              "/image/..%252f..%252fetc%252fpasswd.png", "//etc/passwd", "/etc/passwd", "/static/../pyproject.toml",
+              "/record/-1", f"/record/{N}", "/record/99999999999999999999999", "/record/1e3", "/record/0x1",
+              "/thumb/abc.jpg", f"/image/{N}.png", "/augment/..%2f..%2fetc/0.png", "/augment/0123456789abcdef0123/0.png",
+              "/augment/../../etc/passwd", "/grid/../../etc/passwd", "/record/5/../../../etc/passwd",
+              "/coco.picpac", "/imported.picpac", "/%00", "/record/%00"]
+
+
+@pytest.mark.parametrize("path", TRAVERSALS)
+def test_paths_outside_the_app_are_404(server, path):
+    status, body, _ = server.get(path)
+    assert status == 404, path
+    assert b"root:" not in body and b"Traceback" not in body and b"[project]" not in body
+
+
+HOSTILE = {
+    "mixin: /etc/passwd": "config key 'mixin' is not allowed",
+    "db: /etc/passwd": "config key 'db' is not allowed",
+    "label_path: /etc/passwd": "config key 'label_path' is not allowed",
+    "dump: 5": "config key 'dump' is not allowed",
+    "workers: 1000": "config key 'workers' is not allowed",
+    "!!python/object/apply:os.system ['touch /tmp/pwned']": "neither JSON nor YAML",
+    "transforms: !!python/object/apply:os.system ['id']": "neither JSON nor YAML",
+    "transforms: [{type: augment.flip, file: /etc/passwd}]": "key 'file' is not allowed",
+    "batch: 100000": "'batch' (the samples shown) must be an int in [1, 32]",
+    "max_pixels: 0": "'max_pixels' must be an int in [1, 16,777,216]",
+    "resize_width: 30000\nresize_height: 30000": "max_pixels",
+    "resize_width: 4000\nresize_height: 4000\nbatch: 32": "per run",
+    "[1, 2]": "must be a mapping",
+    '{"pert_angle": "__import__(\'os\')"}': "'pert_angle' must be a number",
+    "pert_angle: 1\n" * 1 + "x" * 30000: "characters long",
+}
+
+
+@pytest.mark.parametrize("text", list(HOSTILE), ids=range(len(HOSTILE)))
+def test_hostile_config_is_refused_with_a_message(server, text):
+    status, body, _ = server.get("/augment?" + urllib.parse.urlencode({"config": text}))
+    html = body.decode()
+    assert status == 400
+    message = re.search(r'<div class="error" id="error">(.*?)</div>', html, re.S).group(1)
+    import html as html_module
+    assert HOSTILE[text] in html_module.unescape(message)
+    assert "Traceback" not in html and "<script>" not in html
+
+
+def test_load_config_keeps_output_fixed():
+    config = augment.load_config('{"resize_width": 32, "resize_height": 32, "seed": 3}')
+    assert config["dtype"] == "uint8" and config["order"] == "NHWC" and config["max_pixels"] == augment.MAX_PIXELS
+
+
+def test_host_header_and_security_headers(server):
+    status, _, _ = server.get("/", host="evil.example")
+    assert status == 400  # DNS rebinding: only loopback names are answered
+    status, _, headers = server.get("/grid?per=1")
+    assert status == 200 and "default-src 'none'" in headers["content-security-policy"]
+    assert headers["x-content-type-options"] == "nosniff"
+
+
+def test_cli_binds_loopback_and_prints_the_port(db):
+    proc = subprocess.Popen([sys.executable, "-c", "from picpac.tools.cli import main; main()", "explore", db,
+                             "--port", "0", "--no-browser"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stdout.readline()
+        match = re.search(r"at http://127\.0\.0\.1:(\d+)/", line)
+        if not match:
+            proc.kill()
+            pytest.fail(f"no URL printed: {line!r}; stderr: {proc.communicate(timeout=10)[1][-2000:]}")
+        port = int(match.group(1))
+        listening = [row.split()[1] for row in open("/proc/net/tcp").read().splitlines()[1:]
+                     if row.split()[3] == "0A" and int(row.split()[1].split(":")[1], 16) == port]
+        assert listening == [f"0100007F:{port:04X}"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/grid?per=3", timeout=30) as resp:
+            assert grid_ids(resp.read().decode()) == [0, 1, 2]
+        with pytest.raises(urllib.error.HTTPError) as exc:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/record/{N}", timeout=30)
+        assert exc.value.code == 404
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_non_loopback_hosts_are_flagged():
+    from picpac.tools.explore.server import allowed_hosts, is_loopback
+
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.4")
+    assert allowed_hosts("0.0.0.0") is None and "localhost" in allowed_hosts("127.0.0.1")
+
+
+def test_core_import_loads_no_web_framework():
+    code = ("import sys, picpac, picpac.tools.cli\n"
+            "print(sorted(m for m in ('starlette', 'uvicorn', 'jinja2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -1,0 +1,128 @@
+"""`picpac explore` in a real browser (headless Chromium through selenium): load each page, click grid ->
+record -> augmentation, check the DOM, save screenshots. Skipped when Chromium or its driver is missing
+(Debian: `apt-get install chromium chromium-driver`). PICPAC_EXPLORE_SCREENSHOTS=DIR also saves them there
+(docs/images/explore-*.png are made so)."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("starlette")
+pytest.importorskip("uvicorn")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (pip install selenium)")
+
+from tests.conftest import SHARED_DATA  # noqa: E402
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = "/usr/bin/chromedriver"
+pytestmark = pytest.mark.skipif(CHROMIUM is None or not os.path.exists(DRIVER),
+                                reason="Chromium or chromedriver is not installed "
+                                       "(apt-get install -y chromium chromium-driver)")
+COCO = SHARED_DATA / "coco128-train"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not COCO.is_dir():
+        pytest.skip(f"{COCO} is not there")
+    tmp = tmp_path_factory.mktemp("explore-browser")
+    for part in ("images", "detection"):
+        shutil.copytree(COCO / part, tmp / part)
+    shutil.copy(COCO / "detection-classes.yaml", tmp)
+    from picpac.tools.ingest import import_dataset
+
+    db = tmp / "coco.picpac"
+    import_dataset(tmp / "images", db, format="yolo", labels=tmp / "detection", classes=tmp / "detection-classes.yaml",
+                   progress=False)
+    proc = subprocess.Popen([sys.executable, "-c", "from picpac.tools.cli import main; main()", "explore", str(db),
+                             "--port", "0", "--no-browser"], stdout=subprocess.PIPE, text=True)
+    line = proc.stdout.readline()
+    match = re.search(r"(http://127\.0\.0\.1:\d+)/", line)
+    if not match:
+        proc.kill()
+        pytest.fail(f"explore printed no URL: {line!r}")
+    urllib.request.urlopen(match.group(1) + "/grid?per=1", timeout=30).read()
+    yield match.group(1)
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    from selenium.webdriver.chrome.options import Options
+    from selenium.webdriver.chrome.service import Service
+
+    options = Options()
+    options.binary_location = CHROMIUM
+    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"):
+        options.add_argument(arg)
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    driver.set_page_load_timeout(60)
+    yield driver
+    driver.quit()
+
+
+def shot(browser, tmp_path: Path, name: str) -> None:
+    browser.save_screenshot(str(tmp_path / f"explore-{name}.png"))
+    extra = os.environ.get("PICPAC_EXPLORE_SCREENSHOTS")
+    if extra:
+        browser.save_screenshot(os.path.join(extra, f"explore-{name}.png"))
+    assert (tmp_path / f"explore-{name}.png").stat().st_size > 1000
+
+
+def loaded(browser, img) -> bool:
+    return browser.execute_script("return arguments[0].complete && arguments[0].naturalWidth > 0", img)
+
+
+def test_overview_grid_record_augmentation(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    browser.get(server + "/")
+    assert browser.find_element(By.ID, "records").text == "128"
+    assert browser.find_element(By.ID, "damaged").text == "0"
+    assert "person" in browser.find_element(By.ID, "shapes").text
+    assert len(browser.find_elements(By.CSS_SELECTOR, "#folds tr")) == 5
+    shot(browser, tmp_path, "overview")
+
+    browser.find_element(By.ID, "nav-grid").click()
+    cells = browser.find_elements(By.CSS_SELECTOR, "#grid .cell")
+    assert [c.get_attribute("data-id") for c in cells] == [str(i) for i in range(60)]
+    images = browser.find_elements(By.CSS_SELECTOR, "#grid img")
+    WebDriverWait(browser, 60).until(lambda b: all(loaded(b, img) for img in images[:12]))
+    shot(browser, tmp_path, "grid")
+
+    browser.find_elements(By.CSS_SELECTOR, "#grid a.rec")[3].click()
+    WebDriverWait(browser, 30).until(lambda b: b.current_url.endswith("/record/3"))
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Record 3"
+    fields = browser.find_element(By.ID, "fields").text
+    assert "image" in fields and "annotation" in fields and "JPEG" in fields
+    assert '"path"' in browser.find_element(By.ID, "meta").text
+    WebDriverWait(browser, 60).until(lambda b: loaded(b, b.find_element(By.ID, "image")))
+    shot(browser, tmp_path, "record")
+
+    browser.find_element(By.ID, "augment").click()
+    box = browser.find_element(By.ID, "config")
+    box.clear()
+    box.send_keys("seed: 3\nbatch: 8\nresize_width: 160\nresize_height: 160\nperturb: true\npert_hflip: true\n"
+                  "pert_angle: 20\npert_min_scale: 0.7\npert_max_scale: 1.2\npert_color1: 25\n")
+    browser.find_element(By.ID, "run").click()
+    samples = WebDriverWait(browser, 60).until(lambda b: b.find_elements(By.CSS_SELECTOR, "#samples img"))
+    assert len(samples) == 8
+    WebDriverWait(browser, 60).until(lambda b: all(loaded(b, img) for img in samples))
+    assert browser.execute_script("return arguments[0].naturalWidth", samples[0]) == 160
+    shot(browser, tmp_path, "augment")
+
+    box = browser.find_element(By.ID, "config")
+    box.clear()
+    box.send_keys("mixin: /etc/passwd\n")
+    browser.find_element(By.ID, "run").click()
+    error = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "error"))
+    assert "config key 'mixin' is not allowed" in error.text
