@@ -200,7 +200,8 @@ def test_views_into_shared_memory_stay_valid(db, clean):
         assert np.array_equal(last[0], held) and s._pipeline._workers.pids == pids
         del last, first
     with picpac.ImageStream(db, batch=5, backend="process", workers=1) as s:  # copy=True, the default
-        assert next(s)[0].flags.owndata
+        images = next(s)[0]  # a copy in memory of its own (an aligned slice of a NumPy buffer), not a view
+        assert isinstance(images.base, np.ndarray) and images.base.flags.owndata
         with warnings.catch_warnings():
             warnings.simplefilter("error")
             kept = run(s, 5)  # copies: keeping them is fine
