@@ -20,6 +20,7 @@ from ..engine.shared_batches import SharedBatches
 from ..engine.threads import ordered_map
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
+from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
 from .config import parse
@@ -38,8 +39,8 @@ class _Pipeline:
     Batches reference this object, not the ImageStream, so dropping the stream stops them.
     """
 
-    def __init__(self, path: str | os.PathLike, config: dict[str, Any]):
-        self._readers: list[Reader] = []
+    def __init__(self, path: Any, config: dict[str, Any]):
+        self._readers: list[Reader] = []  # a ShardedReader stands for a dataset of several files
         self._workers: ProcessPool | None = None  # backend='process': kept from one pass to the next
         self._batcher: SharedBatches | None = None
         self._output_layout: tuple | None = None
@@ -48,7 +49,7 @@ class _Pipeline:
         self.preload = c["preload"] or max(16 * self.threads, c["batch"])
         # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
         self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
-        self._readers.append(Reader(path))
+        self._readers.append(open_database(path))
         try:
             self._build_pool()
             self._check_labels()
@@ -84,7 +85,7 @@ class _Pipeline:
         sources = np.zeros(len(records), np.int64)
         labels = main.labels[records]
         if c["mixin"] is not None:
-            mixin = Reader(c["mixin"])
+            mixin = open_database(c["mixin"])
             self._readers.append(mixin)
             count = min(len(mixin), c["mixin_max"]) if c["mixin_max"] else len(mixin)
             extra = np.arange(count)
@@ -496,10 +497,12 @@ class ImageStream:
     streamed a whole batch at a time when every step allows it (``stats()["path"]``; docs/arrays.md).
     With ``rank``/``world_size`` each process reads its share of every epoch; ``state_dict()`` /
     ``load_state_dict()`` resume exactly (elastically with another world size) and ``set_epoch(e)``
-    goes to pass ``e`` (docs/stream.md, "Ranks and resume").
+    goes to pass ``e`` (docs/stream.md, "Ranks and resume"). ``path`` may name a sharded dataset: a list of
+    files, a glob or a ``.shards`` index file, streamed as the file that merges them (docs/stream.md,
+    "Sharded datasets").
     """
 
-    def __init__(self, path: str | os.PathLike | Mapping[str, Any] | None = None, **config: Any):
+    def __init__(self, path: str | os.PathLike | list | Mapping[str, Any] | None = None, **config: Any):
         if isinstance(path, Mapping):
             config = {**path, **config}
             path = None

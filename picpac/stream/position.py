@@ -8,6 +8,7 @@ directly (``Sampler.take``/``pass_order`` and ``shard``): nothing is replayed.
 """
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..errors import PicPacValueError
 from ..file.reader import Reader
+from ..file.shards import ShardedReader
 from ..sampling import Sampler
 from ..sampling.sampler import shard
 
@@ -179,8 +181,12 @@ class Position:
             self._next_pass()
 
 
-def fingerprint(reader: Reader) -> dict[str, int]:
-    """What identifies a database's committed contents: its records and its commit (number, CRC, end)."""
+def fingerprint(reader: Reader | ShardedReader) -> dict[str, Any]:
+    """What identifies a database's committed contents: its records and its commit (number, CRC, end); for a
+    sharded dataset its records and every shard's (name, records, commit), in order."""
+    if isinstance(reader, ShardedReader):
+        return {"records": len(reader),
+                "shards": [{"name": os.path.basename(shard.path), **fingerprint(shard)} for shard in reader.shards]}
     commit = reader.header.current
     return {"records": len(reader), "commit": int(commit.seq), "crc": int(commit.crc), "bytes": int(commit.end)}
 

@@ -96,6 +96,9 @@ def _import_options(f):
                           "[default: the file's directory].")(f)
     f = click.option("--overwrite", is_flag=True,
                      help="Replace DB if it exists [default: refuse, leaving DB as it is].")(f)
+    f = click.option("--shard-size", default=None, metavar="SIZE",
+                     help="Write shards of about SIZE bytes (500MB, 1GB, 1GiB) beside DB, which names their index "
+                          "file (DB.shards): DB-00000.picpac, ... [default: one file].")(f)
     return f
 
 
@@ -150,7 +153,8 @@ def _import(src: str, db: str, fmt: str, store: str | None, **options) -> None:
         click.echo(report.summary())
         return
     ctx = click.get_current_context()
-    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root")
+    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root",
+                               "shard_size")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given:
         names = {"fmt": "-f/--format", "max_size": "--max-size", "max_pixels": "--max-pixels"}
@@ -208,28 +212,51 @@ def picpac_import(**options) -> None:
 
 
 @main.command("info", cls=_Command)
-@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
+@click.argument("db", nargs=-1, required=True, type=click.Path())  # a directory: the Reader's "error:" line
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def info_command(db: str, as_json: bool) -> None:
-    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes."""
+def info_command(db: tuple[str, ...], as_json: bool) -> None:
+    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes. DB may be several
+    files, a glob or a .shards index: each shard is shown, then the totals."""
+    from ..file.shards import resolve
     from .info import describe, format_description
 
-    description = describe(db)
-    click.echo(json.dumps(description, indent=2) if as_json else format_description(description))
+    paths = resolve(list(db)) if len(db) > 1 else resolve(db[0])
+    descriptions = [describe(path) for path in paths]
+    if len(descriptions) == 1:
+        click.echo(json.dumps(descriptions[0], indent=2) if as_json else format_description(descriptions[0]))
+        return
+    total = {"shards": len(paths), "records": sum(d["records"] for d in descriptions),
+             "file_bytes": sum(d["file_bytes"] for d in descriptions),
+             "data_bytes": sum(d["data_bytes"] for d in descriptions)}
+    if as_json:
+        click.echo(json.dumps({"total": total, "shards": descriptions}, indent=2))
+        return
+    for d in descriptions:
+        click.echo(format_description(d) + "\n")
+    click.echo(f"total: {total['shards']} shards, {total['records']} records, {total['file_bytes']} bytes")
 
 
 @main.command("verify", cls=_Command)
-@click.argument("db", type=click.Path())  # the Reader's error for a directory is one "error:" line
+@click.argument("db", nargs=-1, required=True, type=click.Path())  # a directory: the Reader's "error:" line
 @click.option("--decode", is_flag=True, help="Also decode every image (and mask) field.")
-def verify_command(db: str, decode: bool) -> None:
-    """Check every checksum of DB; exit 1 naming each damaged record."""
+def verify_command(db: tuple[str, ...], decode: bool) -> None:
+    """Check every checksum of DB; exit 1 naming each damaged record. DB may be several files, a glob or a
+    .shards index: each shard is checked, then the totals."""
+    from ..file.shards import resolve
     from .verify import verify
 
-    report = verify(db, decode=decode)
-    for problem in report.problems:
-        click.echo(problem, err=True)
-    click.echo(report.summary())
-    sys.exit(0 if report.ok else 1)
+    paths = resolve(list(db)) if len(db) > 1 else resolve(db[0])
+    reports = [verify(path, decode=decode) for path in paths]
+    for report in reports:
+        for problem in report.problems:
+            click.echo(problem, err=True)
+        click.echo(report.summary())
+    ok = all(report.ok for report in reports)
+    if len(reports) > 1:
+        problems = sum(len(report.problems) for report in reports)
+        click.echo(f"total: {len(reports)} shards, {sum(r.records for r in reports)} records, "
+                   + ("OK" if ok else f"{problems} problem(s)"))
+    sys.exit(0 if ok else 1)
 
 
 @main.command("repair", cls=_Command)

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -15,6 +16,7 @@ from .. import image
 from ..engine.threads import ordered_map
 from ..errors import ImageTooLargeError, ImportFailedError, PathExistsError, PicPacValueError, SourceError
 from ..file.layout import load_json
+from ..file.shards import write_index
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
 from ..sources.base import read_file
@@ -39,12 +41,15 @@ class ImportReport:
     seconds: float
     source: str
     """The format and path of the source, e.g. "list /data/train.txt"."""
+    shards: list[str] | None = None
+    """With ``shard_size``: the shard files, in order (``db`` is then their index file)."""
 
     def summary(self) -> str:
         """Multi-line report: what was imported, then every skipped file and why."""
         rate = self.count / self.seconds if self.seconds > 0 else 0.0
         lines = [f"imported {self.count} records from {self.source} into {self.db} "
-                 f"({self.bytes / 1e6:.1f} MB) in {self.seconds:.1f} s, {rate:.0f} img/s"]
+                 f"({self.bytes / 1e6:.1f} MB" + (f" in {len(self.shards)} shards" if self.shards else "")
+                 + f") in {self.seconds:.1f} s, {rate:.0f} img/s"]
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)}:")
             lines += [f"  {path}: {reason}" for path, reason in self.skipped]
@@ -67,7 +72,8 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                    max_size: int | None = None, max_pixels: int | None = image.MAX_PIXELS,
                    overwrite: bool = False, progress: bool | None = None,
                    labels: str | os.PathLike | None = None,
-                   classes: str | os.PathLike | None = None) -> ImportReport:
+                   classes: str | os.PathLike | None = None,
+                   shard_size: int | str | None = None) -> ImportReport:
     """Import the images of ``src`` (laid out as ``format``, a name or PicPac's number; `picpac docs import`) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
@@ -80,6 +86,10 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
     when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
     (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir.
+    With ``shard_size`` (bytes, or a size such as "500MB", "1GB", "1GiB") ``db`` names a shard index file
+    (``.shards``) and the records go to shards beside it, ``{stem}-00000.picpac``, ..., a new one begun when
+    the current one holds ``shard_size`` bytes of records; each shard is written crash-safely and the index
+    last, so a failed import leaves no index (and removes the shards it wrote).
     """
     start = time.perf_counter()
     src, db = os.fspath(src), os.fspath(db)
@@ -89,6 +99,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     if max_pixels:
         _check_positive("max_pixels", max_pixels)
     _check_target(db, overwrite)
+    limit = None if shard_size is None else parse_size(shard_size)
     listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
     if not listing.items:
         raise SourceError(f"{src}: no images found ({listing.source}); see `picpac docs import` for the layouts")
@@ -99,7 +110,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     skipped: list[tuple[str, str]] = []
     source_bytes = 0
     with (output_errors(db),
-          Writer(db, overwrite=overwrite, metadata=metadata) as writer,
+          _writer(db, limit, overwrite, metadata) as writer,
           tqdm(total=len(listing.items), unit="img", disable=None if progress is None else not progress) as bar,
           closing(ordered_map(load, listing.items, threads, _WINDOW_PER_THREAD * threads,
                               name="picpac-import")) as results):
@@ -119,8 +130,89 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
         if not count:
             raise ImportFailedError(f"{src}: none of its {len(skipped)} images could be imported, nothing "
                                     f"was written; first problem: {skipped[0][0]}: {skipped[0][1]}")
-    return ImportReport(db, count, skipped, os.path.getsize(db), source_bytes, time.perf_counter() - start,
-                        listing.source)
+    if limit is None:
+        return ImportReport(db, count, skipped, os.path.getsize(db), source_bytes, time.perf_counter() - start,
+                            listing.source)
+    return ImportReport(db, count, skipped, sum(os.path.getsize(p) for p in writer.paths), source_bytes,
+                        time.perf_counter() - start, listing.source, shards=list(writer.paths))
+
+
+_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
+          "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+
+
+def parse_size(value: int | str) -> int:
+    """Bytes from an int or a size such as "500MB", "1GB" (10**9), "1GiB" (2**30), "1.5G"."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        number, unit = value, ""
+    else:
+        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(value))
+        if match is None or match.group(2).lower() not in _UNITS:
+            raise PicPacValueError(f"shard size {value!r} is no size: give bytes or e.g. 500MB, 1GB, 1GiB")
+        number, unit = float(match.group(1)), match.group(2).lower()
+    size = int(number * _UNITS[unit])
+    if size < 1:
+        raise PicPacValueError(f"shard size must be positive, got {value!r}")
+    return size
+
+
+def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any]) -> Any:
+    return Writer(db, overwrite=overwrite, metadata=metadata) if limit is None else \
+        _ShardWriter(db, limit, overwrite, metadata)
+
+
+class _ShardWriter:
+    """A Writer that rolls over to a new shard ``{stem}-{k:05d}.picpac`` beside the index ``db`` once the current
+    one holds ``limit`` bytes of records; on a clean exit the index is written, on a failure the shards written
+    are removed (and the current one aborted), so no index names a missing shard."""
+
+    def __init__(self, db: str, limit: int, overwrite: bool, metadata: dict[str, Any]):
+        self.db, self.limit, self.overwrite, self.metadata = db, limit, overwrite, metadata
+        stem = os.path.basename(db)
+        stem = stem[:-len(".shards")] if stem.endswith(".shards") else os.path.splitext(stem)[0]
+        self.pattern = os.path.join(os.path.dirname(db), f"{stem}-{{:05d}}.picpac")
+        self.paths: list[str] = []
+        self.current: Writer | None = None
+        self.bytes = self.count = 0
+
+    def __enter__(self) -> _ShardWriter:
+        if self.overwrite and os.path.lexists(self.db):
+            # the new shards replace the old ones as they go: an old index left after a failure would name
+            # shards that are gone or are the new import's
+            os.remove(self.db)
+        return self
+
+    def append(self, fields: dict[str, bytes], **keys: Any) -> None:
+        size = sum(len(v) for v in fields.values()) + len(str(keys.get("meta"))) + 16
+        if self.current is None or (len(self.current) and self.bytes + size > self.limit):
+            if self.current is not None:
+                self.current.close()
+            self.paths.append(self.pattern.format(len(self.paths)))
+            self.current, self.bytes = Writer(self.paths[-1], overwrite=self.overwrite, metadata=self.metadata), 0
+        self.current.append(fields, **keys)
+        self.bytes += size
+        self.count += 1
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None and self.count:
+                self.current.close()
+                write_index(self.db, self.paths)
+                return
+        except BaseException:
+            self._discard()
+            raise
+        self._discard()
+
+    def _discard(self) -> None:
+        if self.current is not None and not self.current.closed:
+            self.current.abort()
+        for path in self.paths:
+            if os.path.exists(path):
+                os.unlink(path)
 
 
 def _check_positive(name: str, value: Any) -> int:

@@ -20,6 +20,7 @@ from .. import __version__
 from ..errors import CorruptRecordError, PathExistsError, PicPacValueError
 from ..file import durable
 from ..file.reader import Reader
+from ..file.shards import is_index, read_index
 from ..file.writer import Writer
 
 _OWN_KEYS = ("fields", "created", "classes")  # written by the Writer or by merge itself
@@ -134,7 +135,7 @@ def merge(sources: Sequence[str | os.PathLike], output: str | os.PathLike, *, re
     checked before anything is written; ``output`` (replaced only with ``overwrite``) appears only when
     complete. ``progress(total)`` may return a bar (``update(1)`` per record, ``close()``).
     """
-    paths = [os.fspath(p) for p in sources]
+    paths = [q for p in sources for q in (read_index(p) if is_index(p) else [os.fspath(p)])]  # an index: its shards
     output = os.fspath(output)
     if not paths:
         raise PicPacValueError("merge needs at least one source database")

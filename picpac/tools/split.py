@@ -22,6 +22,7 @@ from ..errors import CorruptRecordError, PathExistsError, PicPacValueError
 from ..file import durable
 from ..file.layout import NO_GROUP
 from ..file.reader import Reader, Record
+from ..file.shards import open_database
 from ..file.writer import Writer
 from ..sampling.folds import assign_folds, select
 
@@ -81,7 +82,7 @@ def output_paths(db: str | os.PathLike, *, folds: int | None = None, test: float
     ``test``; PREFIX defaults to DB's name without its extension, the folder to DB's."""
     db = os.fspath(db)
     stem, suffix = os.path.splitext(os.path.basename(db))
-    suffix = suffix or ".picpac"
+    suffix = ".picpac" if suffix in ("", ".shards") else suffix  # an index's parts are single files
     folder = os.fspath(output_dir) if output_dir is not None else os.path.dirname(db)
     names = ["train", "test"] if test is not None else [f"fold{f}" for f in range(folds or 0)]
     return [os.path.join(folder, f"{prefix if prefix is not None else stem}-{name}{suffix}") for name in names]
@@ -159,7 +160,7 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
         if not 0 <= fold < k:
             raise PicPacValueError(f"{db}: --fold must be in 0..{k - 1} for --test {test} ({k} folds), got {fold}")
     paths = output_paths(db, folds=folds, test=test, output_dir=output_dir, prefix=prefix)
-    with Reader(db) as reader:
+    with open_database(db) as reader:  # a .shards index: its shards as one database
         try:
             assigned = assign_folds(reader.labels, reader.groups, k, seed, shuffle=shuffle, stratify=stratify)
         except PicPacValueError as exc:

@@ -1,0 +1,73 @@
+"""picpac.file.shards: resolving a dataset spec to shard paths, index files, the ShardedReader."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+from picpac import MissingPathError, PicPacValueError, Reader
+from picpac.file.shards import ShardedReader, open_database, read_index, resolve, write_index
+
+from conftest import make_db
+
+
+@pytest.fixture
+def shards(tmp_path):
+    for name, n in (("b-1.picpac", 4), ("b-0.picpac", 3), ("b-10.picpac", 2)):
+        make_db(tmp_path / name, n)
+    return tmp_path
+
+
+def test_glob_is_sorted_and_lists_expand(shards):
+    assert resolve(str(shards / "b-*.picpac")) == [str(shards / n) for n in ("b-0.picpac", "b-1.picpac", "b-10.picpac")]
+    assert resolve([shards / "b-1.picpac", str(shards / "b-0.picpac")]) == [str(shards / "b-1.picpac"),
+                                                                              str(shards / "b-0.picpac")]
+    assert resolve(str(shards / "b-0.picpac")) == [str(shards / "b-0.picpac")]
+    with pytest.raises(MissingPathError, match="no file matches"):
+        resolve(str(shards / "c-*.picpac"))
+    with pytest.raises(PicPacValueError, match="empty"):
+        resolve([])
+
+
+def test_index_text_and_json(shards):
+    write_index(shards / "all.shards", [shards / "b-0.picpac", shards / "b-1.picpac"])
+    text = (shards / "all.shards").read_text()
+    assert text.splitlines()[1:] == ["b-0.picpac", "b-1.picpac"]  # relative to the index's folder
+    assert read_index(shards / "all.shards") == [str(shards / "b-0.picpac"), str(shards / "b-1.picpac")]
+    (shards / "sub").mkdir()
+    (shards / "sub" / "j.shards").write_text('{"shards": ["../b-10.picpac", "../b-0.picpac"]}')
+    assert [p.rsplit("/", 1)[1] for p in resolve(str(shards / "sub" / "j.shards"))] == ["b-10.picpac", "b-0.picpac"]
+    assert not list(shards.glob(".*tmp"))  # written atomically: no temp file left
+
+
+def test_index_errors(shards):
+    (shards / "bad.shards").write_text("b-0.picpac\n\n# comment\nmissing.picpac\n")
+    with pytest.raises(MissingPathError, match="shard 'missing.picpac' does not exist"):
+        read_index(shards / "bad.shards")
+    (shards / "empty.shards").write_text("# nothing\n\n")
+    with pytest.raises(PicPacValueError, match="names no shards"):
+        read_index(shards / "empty.shards")
+    (shards / "j.shards").write_text('{"files": []}')
+    with pytest.raises(PicPacValueError, match="JSON shard index"):
+        read_index(shards / "j.shards")
+    with pytest.raises(MissingPathError, match="no such shard index"):
+        read_index(shards / "none.shards")
+    with pytest.raises(PicPacValueError):
+        write_index(shards / "x.shards", [])
+
+
+def test_sharded_reader_is_the_pool_in_order(shards):
+    paths = resolve(str(shards / "b-*.picpac"))
+    with open_database(paths) as reader, open_database(paths[0]) as single:
+        assert isinstance(reader, ShardedReader) and isinstance(single, Reader)
+        assert len(reader) == 9 and reader.offsets.tolist() == [0, 3, 7, 9]
+        assert reader.labels.tolist() == [0, 1, 2, 0, 1, 2, 3, 0, 1]
+        assert bytes(reader[4]["image"]) == bytes(Reader(paths[1])[1]["image"])
+        assert reader.locate(-1) == (2, 1)
+        with pytest.raises(IndexError):
+            reader[9]
+        assert len(list(reader)) == 9
+        clone = pickle.loads(pickle.dumps(reader))
+        assert np.array_equal(clone.labels, reader.labels) and bytes(clone[8]["image"]) == bytes(reader[8]["image"])
+        clone.close()
