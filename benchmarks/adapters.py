@@ -14,7 +14,8 @@ medians of --repeats rounds:
   pil/cv2 loaders.py's DataLoader(num_workers=2) contenders (b) and (c)
 
 A rate is samples / wall time of one full pass, from creating the loader to its last batch (and, for
-JAX, that batch ready on the device), as loaders.py times them. TensorFlow, JAX and the DataLoaders
+JAX, that batch ready on the device), as loaders.py times them. Each pass's CPU seconds and minor page
+faults (its process's, and its DataLoader workers') are printed beside it. TensorFlow, JAX and the DataLoaders
 each run their pass in a child process of their own, started every round, the framework imported
 before the clock starts (forking DataLoader workers from this process, once it has run the other
 loaders' threads, hung them). Each adapter is compared with the raw stream in the same kind of
@@ -29,11 +30,13 @@ import argparse
 import importlib.util
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -88,31 +91,43 @@ def run_adapter(name: str, db: str, samples: int) -> tuple[float, float]:
     return n / elapsed, first
 
 
-def run_child(name: str, db: str, samples: int) -> tuple[float, float]:
+def measured(run: Callable[[], tuple[float, float]]) -> tuple[float, float, float, int]:
+    """``run()``'s (img/s, seconds to the first batch), and the CPU seconds and minor page faults of the pass
+    (this process's and its finished children's: the DataLoaders' workers)."""
+    def usage() -> tuple[float, int]:
+        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
+                own.ru_minflt + children.ru_minflt)
+    cpu, faults = usage()
+    rate, first = run()
+    cpu_after, faults_after = usage()
+    return rate, first, cpu_after - cpu, faults_after - faults
+
+
+def run_child(name: str, db: str, samples: int) -> tuple[float, float, float, int]:
     """``run_adapter`` in a fresh child process, the framework imported there before the clock starts."""
     out = subprocess.run([sys.executable, __file__, "--child", name, "--db", db, "--samples", str(samples)],
                          capture_output=True, text=True, check=False,
                          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
     if out.returncode != 0:
         raise SystemExit(f"the {name} child failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    rate, first = json.loads(out.stdout.strip().splitlines()[-1])
-    return rate, first
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
 
 
 def child(name: str, db: str, samples: int) -> int:
     if name == "child":
-        print(json.dumps(loaders.run_picpac(db, samples, WORKLOAD)))
+        print(json.dumps(measured(lambda: loaders.run_picpac(db, samples, WORKLOAD))))
         return 0
     if name in ("cv2", "pil"):  # a fresh process: its DataLoader forks no thread state of this benchmark's
         loaders.torch.set_num_threads(1)
         paths, labels = json.loads(Path(db).read_text())
-        print(json.dumps(loaders.run_dataloader(paths, labels, name, WORKLOAD)))
+        print(json.dumps(measured(lambda: loaders.run_dataloader(paths, labels, name, WORKLOAD))))
         return 0
     __import__(MODULES[name])
     if name == "jax":
         import jax
         jax.numpy.zeros(1).block_until_ready()  # the backend started before the clock, as torch's is
-    print(json.dumps(run_adapter(name, db, samples)))
+    print(json.dumps(measured(lambda: run_adapter(name, db, samples))))
     return 0
 
 
@@ -160,13 +175,13 @@ def main() -> int:
         print(f"workload: {loaders.WORKLOADS[WORKLOAD]}; every contender: one full pass, timed from creating the "
               f"loader to its last batch; tf, jax and the DataLoaders in a child process each (framework imported first)")
         print(f"runs: {args.repeats} rounds, in each: {' '.join(names)}; medians reported\n", flush=True)
-        runs: dict[str, list[tuple[float, float]]] = {n: [] for n in names}
+        runs: dict[str, list[tuple[float, float, float, int]]] = {n: [] for n in names}
         for r in range(args.repeats):
             for n in names:
                 if n == "raw":
-                    result = loaders.run_picpac(db, args.samples, WORKLOAD)
+                    result = measured(lambda: loaders.run_picpac(db, args.samples, WORKLOAD))
                 elif n == "torch":
-                    result = run_adapter(n, db, args.samples)
+                    result = measured(lambda: run_adapter(n, db, args.samples))
                 elif n in ("child", "tf", "jax"):
                     result = run_child(n, db, args.samples)
                 else:
@@ -181,7 +196,10 @@ def main() -> int:
     for n in names:
         spread = ", ".join(f"{v[0]:.0f}" for v in runs[n])
         first = statistics.median(v[1] for v in runs[n])
-        print(f"  {label[n]:44s} {med[n]:7.0f} img/s   first batch {first:5.2f} s   runs [{spread}]")
+        cpu = statistics.median(v[2] for v in runs[n])
+        faults = statistics.median(v[3] for v in runs[n])
+        print(f"  {label[n]:44s} {med[n]:7.0f} img/s   first batch {first:5.2f} s   CPU {cpu:5.2f} s   "
+              f"page faults {faults:7,.0f}   runs [{spread}]")
     print()
     for n in adapters:
         base = "raw" if n == "torch" else "child"

@@ -8,6 +8,17 @@ from ..errors import PicPacTypeError, PicPacValueError
 from ..stream.image_stream import ImageStream
 
 
+def with_rank(config: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
+    """``config`` with ``rank`` and ``world_size`` set where it leaves them out (or None): a framework's own
+    process index and count, which an explicit config key overrides."""
+    config = dict(config)
+    if config.get("rank") is None:
+        config["rank"] = rank
+    if config.get("world_size") is None:
+        config["world_size"] = world_size
+    return config
+
+
 def database_and_config(path: Any, config: dict[str, Any], adapter: str,
                         instead: str = "") -> tuple[Any, dict[str, Any]]:
     """The database and the stream config a loader was given, as a path and keys or PicPac's dict form

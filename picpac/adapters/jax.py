@@ -23,7 +23,7 @@ from ..stream.config import parse
 from ..stream.image_stream import ImageStream
 from ..stream.legacy import translate
 from . import require
-from .base import StreamLoader, database_and_config
+from .base import StreamLoader, database_and_config, with_rank
 
 jax = require("jax", "jax")
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
@@ -119,11 +119,7 @@ def distributed_defaults(config: dict[str, Any]) -> dict[str, Any]:
     where it leaves them out (or None) and JAX runs more than one process; else the stream's own
     defaults apply (the RANK and WORLD_SIZE environment variables when both are set, else rank 0 of 1)."""
     if jax.process_count() > 1:
-        config = dict(config)
-        if config.get("rank") is None:
-            config["rank"] = jax.process_index()
-        if config.get("world_size") is None:
-            config["world_size"] = jax.process_count()
+        return with_rank(config, jax.process_index(), jax.process_count())
     return config
 
 

@@ -153,7 +153,7 @@ def _restore_malloc() -> None:
     which turns off glibc's adaptive threshold for the whole process: from then on every allocation
     over 128 KiB (each decoded image, each resized sample, each batch) is a fresh ``mmap`` whose pages
     fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
-    kernel than decoding (W1: 25x the page faults, half the throughput). Called from inside the
+    kernel than decoding (W1 ran at half speed). Called from inside the
     generator, so after that kernel is built; a no-op off glibc."""
     mallopt = _mallopt()
     if mallopt is not None:

@@ -26,7 +26,7 @@ from ..stream.config import parse
 from ..stream.image_stream import ImageStream
 from ..stream.legacy import translate
 from . import require
-from .base import StreamLoader, database_and_config
+from .base import StreamLoader, database_and_config, with_rank
 
 torch = require("torch", "torch")
 
@@ -56,11 +56,7 @@ def distributed_defaults(config: dict[str, Any]) -> dict[str, Any]:
     environment variables when both are set, else rank 0 of 1)."""
     dist = torch.distributed
     if dist.is_available() and dist.is_initialized():
-        config = dict(config)
-        if config.get("rank") is None:
-            config["rank"] = dist.get_rank()
-        if config.get("world_size") is None:
-            config["world_size"] = dist.get_world_size()
+        return with_rank(config, dist.get_rank(), dist.get_world_size())
     return config
 
 

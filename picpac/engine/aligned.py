@@ -1,8 +1,8 @@
 """Batch arrays on 64-byte boundaries.
 
 NumPy's large arrays start 16 bytes into a page (glibc's chunk header), and TensorFlow copies any
-array it is handed that is not aligned to 64 bytes (``EIGEN_MAX_ALIGN_BYTES``): 10 ms per 224x224x3
-batch of 64 on one core. Aligned, it shares the memory instead; torch and JAX take either."""
+array it is handed that is not aligned to 64 bytes (``EIGEN_MAX_ALIGN_BYTES``): a whole batch copied
+on the consumer's thread. Aligned, it shares the memory instead; torch and JAX take either."""
 from __future__ import annotations
 
 from collections.abc import Sequence

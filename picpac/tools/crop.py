@@ -31,7 +31,7 @@ from ..stores.base import output_errors
 from ..stores.tar import image_extension
 from .downsize import (Progress, bar_of, check_output, check_positive, decode_field, encode_like, mask_fields,
                        output_metadata, threads_of)
-from .info import _classes_of
+from .info import what_classes_name
 
 _EPSILON = 1e-6
 """Pixel edges within this of a whole number are taken as that number (0.35 * 80 is 27.999999999999996)."""
@@ -89,7 +89,7 @@ def crop(db: str | os.PathLike, out: str | os.PathLike, *, margin: float = 0.0, 
                                        "needs images and their PicPac JSON annotations (picpac import writes them; "
                                        "--image-field and --annotation-field name other fields)")
         metadata = output_metadata(reader, "crop", "cropped", margin=margin, min_size=min_size)
-        if _classes_of(metadata.get("source")) != "shapes":
+        if what_classes_name(metadata.get("source")) != "shapes":
             metadata.pop("classes", None)  # they named the source records' labels, not the shapes'
         metadata["source"] = f"crop {db}"
 

@@ -31,7 +31,7 @@ from ..stream.config import parse
 from ..stream.image_stream import ImageStream
 from .bench import parse_settings
 from .downsize import Progress, bar_of, check_positive
-from .info import _classes_of
+from .info import what_classes_name
 
 DENSE_KEY = "picpac.dump"
 """The name of the dense target :func:`keep_annotations` adds."""
@@ -112,7 +112,7 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
     if seed is not None:
         config["seed"] = seed
     with Reader(db, check=False) as reader:
-        fields, classes, classes_of = reader.fields, reader.classes, _classes_of(reader.metadata.get("source"))
+        fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
     if annotations and not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
         config["annotate"] = "any"
     config["transforms"] = [*parse({"transforms": config.get("transforms", ())})["transforms"], keep_annotations]

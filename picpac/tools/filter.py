@@ -23,7 +23,7 @@ from ..file.layout import NO_GROUP
 from ..file.reader import Reader, Record
 from ..image.decoding import MAX_PIXELS, decode
 from ..image.headers import image_size
-from .info import _classes_of
+from .info import what_classes_name
 from .split import (
     Progress,
     append_copy,
@@ -59,7 +59,7 @@ class FilterReport:
 
 def parse_labels(values: Sequence[str], reader: Reader) -> list[tuple[float, float]]:
     """``--label`` values as inclusive ranges: a number, ``A..B``, or a class name of the database."""
-    classes = reader.classes if _classes_of(reader.metadata.get("source")) == "labels" else []
+    classes = reader.classes if what_classes_name(reader.metadata.get("source")) == "labels" else []
     ranges = []
     for value in values:
         text = str(value).strip()

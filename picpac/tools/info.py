@@ -25,12 +25,17 @@ _SHAPE_SOURCES = ("coco", "yolo", "yolo-seg")
 _CLASSES_OF = {"labels": "", "shapes": "the annotation shapes' labels", "masks": "the mask pixel values"}
 
 
-def describe(path: str | os.PathLike) -> dict[str, Any]:
-    """A JSON-serialisable description of the database at ``path``."""
+def describe(path: str | os.PathLike, *, sample: int | None = None) -> dict[str, Any]:
+    """A JSON-serialisable description of the database at ``path``. The record part (image sizes,
+    annotation shapes, unreadable records) reads every record, or ``sample`` evenly spaced ones when the
+    database has more (``scanned`` says how many)."""
     with Reader(path, check=False) as reader:
         metadata = reader.metadata
-        classes_of = _classes_of(metadata.get("source"))
-        sizes, shapes = _record_stats(reader, reader.classes if classes_of == "shapes" else [])
+        classes_of = what_classes_name(metadata.get("source"))
+        n = len(reader)
+        scanned = np.arange(n) if sample is None or n <= sample else \
+            np.unique(np.linspace(0, n - 1, sample).astype(np.int64))
+        sizes, shapes = _record_stats(reader, scanned, reader.classes if classes_of == "shapes" else [])
         return {
             "path": reader.path,
             "version": VERSION,  # Reader opens only files of exactly this version
@@ -48,10 +53,11 @@ def describe(path: str | os.PathLike) -> dict[str, Any]:
             "groups": _group_stats(reader.groups),
             "sizes": sizes,
             "region_decode": image.REGION_DECODE,
+            "scanned": len(scanned),
         }
 
 
-def _classes_of(source: Any) -> str:
+def what_classes_name(source: Any) -> str:
     """What the class names name, from the import source ("coco /data/x.json"): the records' labels (the
     default), the annotation shapes' labels (coco, yolo, yolo-seg) or the mask pixel values (maskdir)."""
     kind = source.split(" ", 1)[0] if isinstance(source, str) else ""
@@ -84,15 +90,16 @@ def _group_stats(groups: np.ndarray) -> dict[str, int]:
     return {"records": len(grouped), "distinct": len(np.unique(grouped))}
 
 
-def _record_stats(reader: Reader, shape_classes: list[str]) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """Width/height/channel statistics from the importer's record meta, and the annotation shapes' counts
-    (None when no record has an ``annotation`` field)."""
+def _record_stats(reader: Reader, records: np.ndarray, shape_classes: list[str]
+                  ) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """Width/height/channel statistics from the importer's record meta of ``records``, and the annotation
+    shapes' counts (None when none of them has an ``annotation`` field)."""
     widths, heights, channels = [], [], {}
     unreadable = 0
     annotated = with_shapes = total = bad_annotations = 0
     per_label: dict[Any, int] = {}
     types: dict[str, int] = {}
-    for i in range(len(reader)):
+    for i in records.tolist():
         try:
             record = reader.read(i, check=False)
             meta = record.meta

@@ -402,7 +402,7 @@ def test_sample_rng_is_the_keyed_philox_stream_whatever_came_before():
 
 @pytest.mark.parametrize("backend", ["thread", "process"])
 def test_batch_images_start_on_64_byte_boundaries(db, backend):
-    # TensorFlow shares an aligned batch and copies any other (tf_dataset: 10 ms a W1 batch)
+    # TensorFlow shares an aligned batch and copies any other
     with picpac.ImageStream(db, loop=False, batch=4, backend=backend, workers=2, resize_width=8,
                             resize_height=6) as stream:
         batches = list(stream)

@@ -145,7 +145,7 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
                 "fields": [], "meta": "", "annotation": None}
         classes = reader.classes
         label = float(entry["label"])
-        if info_module._classes_of(reader.metadata.get("source")) == "labels" and label == int(label) \
+        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and label == int(label) \
                 and 0 <= label < len(classes):
             info["name"] = classes[int(label)] or None
         error = None

@@ -1,5 +1,5 @@
-"""The explorer's overview: `picpac info`'s numbers (info.describe on a database of up to FULL_SCAN records,
-its index part and a sample beyond), image sizes and aspect ratios from the image headers of a sample,
+"""The explorer's overview: `picpac info`'s numbers (info.describe: every record of a database of up to
+FULL_SCAN records, an evenly spaced sample of SIZE_SAMPLE beyond), image sizes and aspect ratios from the image headers of a sample,
 and fold counts for a split."""
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from .thumbnails import probe_size
 FULL_SCAN = 50_000
 """Databases of up to this many records get info.describe's full scan (every record's meta and annotation)."""
 SIZE_SAMPLE = 1000
-"""Records whose image headers give the size and aspect-ratio distributions."""
+"""Records whose image headers give the size and aspect-ratio distributions (and, beyond FULL_SCAN records,
+whose meta and annotations give info.describe's record part)."""
 BINS = 10
 
 
@@ -22,32 +23,13 @@ def overview(index: Any) -> dict[str, Any]:
     """What the overview page shows, computed once per server."""
     reader = index.reader
     n = len(reader)
-    if n <= FULL_SCAN:
-        d = info.describe(reader.path)
-        d["scanned"] = n
-    else:  # the index part of describe(), and its record part from an evenly spaced sample
-        classes_of = info._classes_of(reader.metadata.get("source"))
-        d = {"path": reader.path, "records": n, "fields": reader.fields, "classes": reader.classes,
-             "classes_of": classes_of, "source": reader.metadata.get("source"),
-             "labels": info._label_stats(reader.labels, reader.classes if classes_of == "labels" else []),
-             "groups": info._group_stats(reader.groups), "data_bytes": int(reader.index["size"].sum()),
-             "shapes": None, "sizes": _sampled_sizes(reader), "scanned": min(n, SIZE_SAMPLE)}
+    d = info.describe(reader.path, sample=None if n <= FULL_SCAN else SIZE_SAMPLE)
     d["probe"] = _probe(reader)
     return d
 
 
 def _sample(n: int, count: int) -> np.ndarray:
     return np.unique(np.linspace(0, n - 1, min(n, count)).astype(np.int64)) if n else np.zeros(0, np.int64)
-
-
-def _sampled_sizes(reader: Any) -> dict[str, Any]:
-    unreadable = 0
-    for i in _sample(len(reader), SIZE_SAMPLE).tolist():
-        try:
-            reader.read(i, check=True).meta
-        except (CorruptRecordError, ValueError):
-            unreadable += 1
-    return {"records": 0, "unreadable": unreadable, "width": None, "height": None, "channels": {}}
 
 
 def _probe(reader: Any) -> dict[str, Any]:

@@ -42,7 +42,7 @@ _OVERVIEW = """{% extends "base" %}{% block title %}Overview{% endblock %}{% blo
 {% if d.shapes %}<p>{{ d.shapes.shapes }} shapes in {{ d.shapes.with_shapes }} of {{ d.shapes.records }} annotated records</p>
 <table id="shapes">{% for c in shapes %}<tr><td>{{ c.label }}</td><td>{{ c.name or "" }}</td><td class="count">{{ c.count }}</td>
 <td><span class="bar" style="width:{{ c.percent * 3 }}px"></span></td></tr>{% endfor %}</table>
-{% else %}<p class="muted" id="shapes-none">no annotation shapes{% if d.scanned < d.records %} (not scanned: large database){% endif %}</p>{% endif %}
+{% else %}<p class="muted" id="shapes-none">no annotation shapes{% if d.scanned < d.records %} in the sample{% endif %}</p>{% endif %}
 <h2>Image sizes</h2>
 <p>from the image headers of {{ d.probe.sampled }} records{% if d.probe.unknown %}; {{ d.probe.unknown }} without a readable size{% endif %}</p>
 {% for name in ["width", "height", "aspect"] %}{% set h = d.probe[name] %}{% if h %}
