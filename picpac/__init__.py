@@ -4,13 +4,18 @@ The package is one subpackage per layer (docs/architecture.md); this module is t
 """
 __version__ = "0.1.0"
 
+import importlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
 import sys
+from types import ModuleType
 
 from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
 from .engine import work_pool
 from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,
-                     MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError, SampleError,
-                     SourceError, VersionError, WorkerError, WriterBusyError)
+                     MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError, RemoteReadError,
+                     SampleError, SourceError, VersionError, WorkerError, WriterBusyError)
 from .file.durable import Terminated, exit_on_signals
 from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
@@ -30,10 +35,45 @@ for _name, _module in PUBLIC_MODULES.items():
     sys.modules[f"{__name__}.{_name}"] = _module
 del _name, _module
 
+# Public module names of adapters (``picpac.ray`` is Ray Data's, docs/adapters.md): each is the adapter module
+# itself, as above, but imported only when first used, since ``import picpac`` must not import a framework. The
+# finder serves ``import picpac.ray`` and ``from picpac.ray import ...``; ``__getattr__`` serves ``picpac.ray``
+# and ``from picpac import ray`` after ``import picpac``.
+LAZY_MODULES = {"ray": "picpac.adapters.ray"}
+
+
+class _LazyAliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Imports ``picpac.<alias>`` as the module LAZY_MODULES names (one module, not a copy)."""
+
+    def find_spec(self, fullname: str, path: object = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        package, _, name = fullname.rpartition(".")
+        if package != __name__ or name not in LAZY_MODULES:
+            return None
+        return importlib.util.spec_from_loader(fullname, self)
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
+        module = importlib.import_module(LAZY_MODULES[spec.name.rpartition(".")[2]])
+        spec.loader_state = module.__spec__  # the import system sets __spec__ to the alias's; exec_module restores it
+        return module
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__spec__ = module.__spec__.loader_state  # the module itself ran when it was imported
+
+
+sys.meta_path.append(_LazyAliasFinder())
+
+
+def __getattr__(name: str) -> ModuleType:
+    if name in LAZY_MODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 __all__ = [
     "dataflow", "image", "sampling", "stores", *PUBLIC_MODULES,
     "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
+    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",
     "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
 ]

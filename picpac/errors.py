@@ -84,6 +84,11 @@ class FileIOError(PicPacError, OSError):
     limit, an I/O error, no permission. ``errno`` is the system's error number."""
 
 
+class RemoteReadError(PicPacError, OSError):
+    """Reading a remote file (s3://, gs://, http(s)://, ...) failed, after every retry where a retry could help:
+    the network, the server, the credentials, or the file changed on the server since it was opened."""
+
+
 class WriterBusyError(PicPacError):
     """Another Writer holds the database open for appending."""
 

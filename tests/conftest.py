@@ -4,8 +4,12 @@ import hashlib
 import os
 import shutil
 import signal
+import socket
 import struct
 import subprocess
+import sys
+import threading
+import time
 import zlib
 from pathlib import Path
 
@@ -114,6 +118,85 @@ def children(pid: int | None = None) -> set[int]:
                 found.add(int(entry))
     return found
 
+
+
+class S3Server:
+    """A real S3 API server on loopback (moto's server mode) in a child process that tests may kill and
+    start again on the same port; it starts empty each time, so :meth:`put` keeps what was put for :meth:`refill`."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.options = {"key": "testing", "secret": "testing", "endpoint_url": self.url,
+                        "client_kwargs": {"region_name": "us-east-1"},
+                        "config_kwargs": {"connect_timeout": 2, "read_timeout": 10, "retries": {"max_attempts": 1}}}
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's S3 server did not start on port {self.port}") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def outage(self, seconds: float) -> threading.Thread:
+        """Kill the server now and start it again, refilled, ``seconds`` later (on a thread: join it)."""
+        self.kill()
+
+        def restart() -> None:
+            time.sleep(seconds)
+            self.start()
+            self.refill()
+        thread = threading.Thread(target=restart)
+        thread.start()
+        return thread
+
+    def client(self):
+        import boto3
+        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
+                            aws_secret_access_key="testing")
+
+    def put(self, bucket: str, key: str, data: bytes | Path) -> str:
+        """Store ``data`` (bytes or a file's) as ``s3://bucket/key`` (the bucket made when new); returns the URL."""
+        data = Path(data).read_bytes() if isinstance(data, Path) else data
+        client = self.client()
+        if bucket not in {b for b, _ in self.objects}:
+            client.create_bucket(Bucket=bucket)
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+        self.objects[bucket, key] = data
+        return f"s3://{bucket}/{key}"
+
+    def refill(self) -> None:
+        """Put everything put so far again (into a server started anew)."""
+        objects, self.objects = self.objects, {}
+        for (bucket, key), data in objects.items():
+            self.put(bucket, key, data)
+
+
+@pytest.fixture(scope="module")
+def s3_server():
+    """An :class:`S3Server`, started; skips when moto or s3fs is not installed (pip install -e '.[test]')."""
+    pytest.importorskip("moto.server", reason="needs moto[server]: pip install -e '.[test]'")
+    pytest.importorskip("s3fs", reason="needs s3fs: pip install -e '.[test]'")
+    server = S3Server()
+    server.start()
+    yield server
+    server.kill()
 
 
 _FRAMEWORK_ORDER = ("test_torch.py", "test_tf.py", "test_jax.py", "test_adapters_cross_framework.py")

@@ -16,7 +16,7 @@ PUBLIC = {
         "ImageStream", "ImageLoader", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
-        "WriterBusyError", "ImageTooLargeError", "FileIOError",
+        "WriterBusyError", "ImageTooLargeError", "FileIOError", "RemoteReadError",
         "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
         "dataflow", "image", "sampling", "stores", "transforms", "color", "dense", "batched", "data_source",
         "work_pool", "ingest",
@@ -91,6 +91,28 @@ def test_a_fresh_interpreter_imports_each_public_module_by_its_name(module):
 def test_a_public_module_path_is_the_module_itself(public, home):
     assert importlib.import_module(public) is importlib.import_module(home)
     assert getattr(picpac, public.rsplit(".", 1)[1]) is sys.modules[home]
+
+
+def test_import_picpac_loads_no_adapter():
+    """``picpac.ray`` is named by the package but imported on first use: ``import picpac`` loads no framework."""
+    code = "import sys, picpac\nprint([n for n in ('ray', 'picpac.ray', 'picpac.adapters.ray') if n in sys.modules])"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_picpac_ray_is_the_ray_adapter_itself():
+    """``import picpac.ray``, ``from picpac import ray`` and ``picpac.ray`` give picpac.adapters.ray (docs/adapters.md,
+    "Ray Data"), the module itself, as the public module paths above are theirs."""
+    pytest.importorskip("ray.data", reason="Ray Data is not installed (pip install 'picpac[ray]')")
+    code = ("import sys, picpac\n"
+            "from picpac import ray\n"
+            "import picpac.ray\n"
+            "from picpac.ray import read_picpac, write_picpac, import_images, StreamTransform\n"
+            "import picpac.adapters.ray as adapter\n"
+            "assert ray is picpac.ray is adapter is sys.modules['picpac.ray'] and read_picpac is adapter.read_picpac\n"
+            "assert adapter.__spec__.name == 'picpac.adapters.ray'\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
 
 
 def test_public_objects_pickle_by_the_module_that_holds_them():

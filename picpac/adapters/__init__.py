@@ -5,6 +5,8 @@ that needs it, so ``import picpac`` never loads one.
   ``DevicePrefetcher`` (`picpac docs adapters`).
 * ``picpac.adapters.tf`` (``pip install 'picpac[tf]'``): ``tf_dataset``, ``dataflow_to_dataset``.
 * ``picpac.adapters.jax`` (``pip install 'picpac[jax]'``): ``JaxLoader``, ``device_put_batches``.
+* ``picpac.adapters.ray``, also ``picpac.ray`` (``pip install 'picpac[ray]'``): ``read_picpac``, ``write_picpac``,
+  ``StreamTransform``, ``import_images`` (Ray Data).
 """
 from __future__ import annotations
 

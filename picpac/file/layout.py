@@ -192,19 +192,25 @@ def read_header(buf: Any, size: int, path: str) -> HeaderState:
     return HeaderState(slots[slot], slot, damaged)
 
 
-def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, np.ndarray]:
-    """Check a commit's region and return its metadata and index (a view into ``buf``)."""
+def check_commit_bounds(commit: Commit, size: int, path: str) -> None:
+    """CorruptError unless ``commit``'s region lies after the header and within a file of ``size`` bytes."""
     if commit.end > size or commit.offset + commit.meta_size > commit.index_offset or commit.offset < HEADER_SIZE:
         raise CorruptError(f"{path}: truncated or damaged: the committed index ends at byte {commit.end} "
                            f"but the file has {size} bytes")
-    region = memoryview(buf)[commit.offset:commit.end]
+
+
+def read_commit(buf: Any, size: int, commit: Commit, path: str, base: int = 0) -> tuple[dict, np.ndarray]:
+    """Check a commit's region and return its metadata and index (a view into ``buf``). ``buf`` holds the
+    file's bytes from byte ``base`` on (the whole file, or for a remote one just the commit's region)."""
+    check_commit_bounds(commit, size, path)
+    region = memoryview(buf)[commit.offset - base:commit.end - base]
     try:
-        if crc32(region) != commit.crc:
+        if len(region) != commit.end - commit.offset or crc32(region) != commit.crc:
             raise CorruptError(f"{path}: the metadata/index region (bytes {commit.offset}-{commit.end}) "
                                "fails its checksum; `picpac repair` recovers the records of the newest intact commit")
     finally:
         region.release()
-    metadata = load_json(buf[commit.offset:commit.offset + commit.meta_size],
+    metadata = load_json(buf[commit.offset - base:commit.offset - base + commit.meta_size],
                          lambda why: CorruptError(f"{path}: dataset metadata is not valid JSON: {why}"))
     if not isinstance(metadata, dict) or not _str_list(metadata.get("fields")):
         raise FormatError(f"{path}: dataset metadata lacks its field list (a list of str)")
@@ -212,7 +218,7 @@ def read_commit(buf: Any, size: int, commit: Commit, path: str) -> tuple[dict, n
         raise FormatError(f"{path}: dataset metadata names a field twice in its field list")
     if metadata.get("classes") is not None and not _str_list(metadata["classes"]):
         raise FormatError(f"{path}: dataset metadata 'classes' is not a list of str")
-    index = np.frombuffer(buf, INDEX_DTYPE, commit.count, commit.index_offset)
+    index = np.frombuffer(buf, INDEX_DTYPE, commit.count, commit.index_offset - base)
     return metadata, index
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import mmap
+from abc import ABC, abstractmethod
 import operator
 import os
 import stat
@@ -85,7 +86,130 @@ def _changed(fd: int, size: int, header: bytes) -> bool:
     return os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header
 
 
-class Reader:
+class BaseReader(ABC):
+    """What every reader of a committed picpac file shares: the index (``len``, ``labels``, ``groups``),
+    ``fields``, ``classes``, ``metadata``, the declared ``arrays``, and records parsed from their bytes.
+    A subclass sets ``path``, ``check``, ``metadata`` and ``index`` and calls :meth:`_load`; it provides
+    :meth:`read` (record ``i``'s bytes, checked, parsed by :meth:`_parse`), ``close`` and ``closed``."""
+
+    path: str
+    check: bool
+    metadata: dict
+    index: np.ndarray
+
+    def _load(self, state: HeaderState, size: int) -> None:
+        """Take the committed ``state`` of a file of ``size`` bytes whose ``metadata`` and ``index`` are loaded."""
+        self.header = state
+        self._size = size
+        self._count = len(self.index)
+        self._offsets = self.index["offset"]
+        self._sizes = self.index["size"]
+        self._checksums = self.index["checksum"]
+        self.labels: np.ndarray = self.index["label"]
+        self.groups: np.ndarray = self.index["group"]
+        self.fields: list[str] = list(self.metadata["fields"])
+        self._arrays: dict[str, ArraySpec] | None = None
+
+    @property
+    def arrays(self) -> dict[str, ArraySpec]:
+        """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
+        if self._arrays is None:  # an array larger than every record would be one no record holds
+            limit = min(int(self._sizes.max()), self._size) if self._count else MAX_ARRAY_BYTES
+            self._arrays = parse_arrays(self.metadata, self.path, limit=limit)
+        return self._arrays
+
+    def array(self, i: int, field: str = "image") -> np.ndarray:
+        """Record ``i``'s declared array ``field`` as a read-only NumPy array (zero-copy where the file is mapped)."""
+        spec = self.arrays.get(field)
+        if spec is None:
+            raise PicPacValueError(f"{self.path}: field {field!r} is not declared as an array in the metadata "
+                                   f"'{ARRAYS_KEY}' (declared: {list(self.arrays)})")
+        record = self[i]
+        data = record.fields.get(field)
+        if data is None:
+            raise CorruptRecordError(self.path, record.index, f"has no {field!r} field, which the metadata "
+                                     f"'{ARRAYS_KEY}' declares")
+        if data.nbytes != spec.nbytes:
+            raise CorruptRecordError(self.path, record.index, f"has {data.nbytes} bytes in its {field!r} field; "
+                                     f"the declared {spec} array needs {spec.nbytes}")
+        return np.frombuffer(data, spec.dtype).reshape(spec.shape)
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names from the dataset metadata ([] when none were stored)."""
+        return list(self.metadata.get("classes") or [])
+
+    def __len__(self) -> int:
+        return self._count
+
+    def __getitem__(self, i: int) -> Record:
+        return self.read(i, self.check)
+
+    @abstractmethod
+    def read(self, i: int, check: bool) -> Record:
+        """Record ``i``, verified against its checksum when ``check`` is true."""
+
+    def _position(self, i: int) -> int:
+        """``i`` as a record number in range (negative counts from the end), else TypeError / IndexError."""
+        try:
+            i = operator.index(i)
+        except TypeError:
+            raise PicPacTypeError(f"record index must be an int, got {type(i).__name__}") from None
+        n = self._count
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(f"record {i} out of range for {self.path} with {n} records")
+        return i
+
+    def _parse(self, i: int, data: memoryview) -> Record:
+        try:
+            nfields, _, meta_size = RECORD_HEAD.unpack_from(data)
+            pos = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
+            if pos + meta_size > len(data):  # before field_table(nfields): a crafted count builds no struct
+                raise CorruptRecordError(self.path, i, f"has a damaged layout (its head claims {nfields} fields "
+                                         f"and {meta_size} bytes of meta, more than its {len(data)} bytes)")
+            table = field_table(nfields).unpack_from(data, RECORD_HEAD.size)
+            names = self.fields
+            meta = data[pos:pos + meta_size]
+            pos += meta_size
+            fields = {}
+            for k in range(0, 2 * nfields, 2):
+                end = pos + table[k + 1]
+                fields[names[table[k]]] = data[pos:end]
+                pos = end
+        except (struct.error, IndexError) as exc:
+            raise CorruptRecordError(self.path, i, f"has a damaged layout ({exc})") from None
+        if pos != len(data):
+            raise CorruptRecordError(self.path, i, f"has a damaged layout (fields end at {pos}, "
+                                     f"record size {len(data)})")
+        group = self.groups.item(i)
+        return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta, self.path)
+
+    def __iter__(self) -> Iterator[Record]:
+        for i in range(self._count):
+            yield self[i]
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the reader holds; records already read stay valid."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.path!r}, records={self._count}, fields={self.fields})"
+
+
+class Reader(BaseReader):
     """Read a picpac database.
 
     ``len(r)``, ``r[i]`` (a :class:`Record`), iteration, ``r.labels`` / ``r.groups`` (NumPy views
@@ -96,6 +220,9 @@ class Reader:
     read back with ``r.array(i)``; ``spans``, ``take`` and ``gather`` read many records at once
     (the stream's batch path).
     """
+
+    mapped = True
+    """The file is mapped in memory (the stream's batch path needs that)."""
 
     def __init__(self, path: str | os.PathLike, *, check: bool = True):
         if not isinstance(path, (str, os.PathLike)):
@@ -115,17 +242,8 @@ class Reader:
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
                           "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
-        self.header = state
         self._view = memoryview(self._mmap)
-        self._size = size
-        self._count = len(self.index)
-        self._offsets = self.index["offset"]
-        self._sizes = self.index["size"]
-        self._checksums = self.index["checksum"]
-        self.labels: np.ndarray = self.index["label"]
-        self.groups: np.ndarray = self.index["group"]
-        self.fields: list[str] = list(self.metadata["fields"])
-        self._arrays: dict[str, ArraySpec] | None = None
+        self._load(state, size)
         self._bytes: np.ndarray | None = None  # the mapped file as uint8, for vectorised reads
         self._stride: int | None = None  # see stride
         self._rows: np.ndarray | None = None  # the records' region as (count, stride) uint8
@@ -166,30 +284,6 @@ class Reader:
             self._mmap.close()
         raise CorruptError(f"{self.path}: the header changed on each of {_OPEN_ATTEMPTS} reads "
                            "(a Writer committing faster than it can be opened?)")
-
-    @property
-    def arrays(self) -> dict[str, ArraySpec]:
-        """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
-        if self._arrays is None:  # an array larger than every record would be one no record holds
-            limit = min(int(self._sizes.max()), self._size) if self._count else MAX_ARRAY_BYTES
-            self._arrays = parse_arrays(self.metadata, self.path, limit=limit)
-        return self._arrays
-
-    def array(self, i: int, field: str = "image") -> np.ndarray:
-        """Record ``i``'s declared array ``field`` as a read-only, zero-copy NumPy array."""
-        spec = self.arrays.get(field)
-        if spec is None:
-            raise PicPacValueError(f"{self.path}: field {field!r} is not declared as an array in the metadata "
-                                   f"'{ARRAYS_KEY}' (declared: {list(self.arrays)})")
-        record = self[i]
-        data = record.fields.get(field)
-        if data is None:
-            raise CorruptRecordError(self.path, record.index, f"has no {field!r} field, which the metadata "
-                                     f"'{ARRAYS_KEY}' declares")
-        if data.nbytes != spec.nbytes:
-            raise CorruptRecordError(self.path, record.index, f"has {data.nbytes} bytes in its {field!r} field; "
-                                     f"the declared {spec} array needs {spec.nbytes}")
-        return np.frombuffer(data, spec.dtype).reshape(spec.shape)
 
     # -- vectorised reads (the stream's batch path) ------------------------------------------------
     def spans(self, records: np.ndarray, field: str, rows: np.ndarray | None = None, once: bool = False
@@ -355,31 +449,12 @@ class Reader:
         return _gather(source, np.asarray(starts, np.int64), nbytes)
 
     @property
-    def classes(self) -> list[str]:
-        """Class names from the dataset metadata ([] when none were stored)."""
-        return list(self.metadata.get("classes") or [])
-
-    @property
     def closed(self) -> bool:
         return self._view is None
 
-    def __len__(self) -> int:
-        return self._count
-
-    def __getitem__(self, i: int) -> Record:
-        return self.read(i, self.check)
-
     def read(self, i: int, check: bool) -> Record:
         """Record ``i``, verified against its checksum when ``check`` is true."""
-        try:
-            i = operator.index(i)
-        except TypeError:
-            raise PicPacTypeError(f"record index must be an int, got {type(i).__name__}") from None
-        n = self._count
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError(f"record {i} out of range for {self.path} with {n} records")
+        i = self._position(i)
         view = self._view
         if view is None:
             raise PicPacError(f"{self.path}: the Reader is closed")
@@ -391,34 +466,6 @@ class Reader:
         if check and crc32(data) != self._checksums.item(i):
             raise CorruptRecordError(self.path, i, "fails its checksum (damaged bytes)")
         return self._parse(i, data)
-
-    def _parse(self, i: int, data: memoryview) -> Record:
-        try:
-            nfields, _, meta_size = RECORD_HEAD.unpack_from(data)
-            pos = RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields
-            if pos + meta_size > len(data):  # before field_table(nfields): a crafted count builds no struct
-                raise CorruptRecordError(self.path, i, f"has a damaged layout (its head claims {nfields} fields "
-                                         f"and {meta_size} bytes of meta, more than its {len(data)} bytes)")
-            table = field_table(nfields).unpack_from(data, RECORD_HEAD.size)
-            names = self.fields
-            meta = data[pos:pos + meta_size]
-            pos += meta_size
-            fields = {}
-            for k in range(0, 2 * nfields, 2):
-                end = pos + table[k + 1]
-                fields[names[table[k]]] = data[pos:end]
-                pos = end
-        except (struct.error, IndexError) as exc:
-            raise CorruptRecordError(self.path, i, f"has a damaged layout ({exc})") from None
-        if pos != len(data):
-            raise CorruptRecordError(self.path, i, f"has a damaged layout (fields end at {pos}, "
-                                     f"record size {len(data)})")
-        group = self.groups.item(i)
-        return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta, self.path)
-
-    def __iter__(self) -> Iterator[Record]:
-        for i in range(self._count):
-            yield self[i]
 
     def close(self) -> None:
         """Release the mapping. Records and arrays still referenced stay valid until dropped."""
@@ -432,15 +479,6 @@ class Reader:
         except BufferError:
             pass  # views handed out keep the mapping alive; it is unmapped when the last one goes
 
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def __reduce__(self):
         return _reopen, (self.path, self.check, self.header.current.seq, self.header.current.crc)
-
-    def __repr__(self) -> str:
-        return f"Reader({self.path!r}, records={self._count}, fields={self.fields})"
 

@@ -3,8 +3,9 @@
 A dataset is named by one picpac file, a list of files, a glob (``"data/train-*.picpac"``, its matches
 sorted), or an index file (a name ending in ``.shards``). An index file is UTF-8 text with one shard
 path per line, relative to the index file's folder (blank lines and lines starting with ``#`` are
-ignored), or JSON ``{"shards": [...]}``. :func:`resolve` turns any of these into the list of shard paths,
-:func:`open_database` into a :class:`Reader` (one file) or a :class:`ShardedReader` (several), which
+ignored), or JSON ``{"shards": [...]}``. Each of these may be a URL (``s3://bucket/train-*.picpac``) read
+by a :class:`~picpac.file.remote.RemoteReader`. :func:`resolve` turns any of these into the list of shard
+paths, :func:`open_database` into a reader of one file or a :class:`ShardedReader` of several, which
 reads the shards as one pool of records: record ``i`` of the pool is record ``i - offset`` of the shard
 that holds it (the global position, as in the file that merges the shards in order).
 """
@@ -14,7 +15,9 @@ import bisect
 import glob
 import json
 import os
+import posixpath
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -22,7 +25,8 @@ import numpy as np
 from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from .durable import replace, temp_path
 from .layout import ArraySpec
-from .reader import Reader, Record
+from .reader import BaseReader, Reader, Record
+from .remote import RemoteOptions, RemoteReader, is_remote, remote_glob, remote_text
 
 INDEX_SUFFIX = ".shards"
 GLOB_CHARS = "*?["
@@ -36,13 +40,18 @@ def is_index(path: str | os.PathLike) -> bool:
 def is_glob(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a glob pattern rather than an existing file."""
     path = os.fspath(path)
-    return any(ch in path for ch in GLOB_CHARS) and not os.path.exists(path)
+    return any(ch in path for ch in GLOB_CHARS) and (is_remote(path) or not os.path.exists(path))
 
 
-def read_index(path: str | os.PathLike) -> list[str]:
-    """The shard paths an index file names (relative ones resolved against its folder), each checked to
-    exist: a missing one is a MissingPathError naming it; an index naming none is a PicPacValueError."""
+def read_index(path: str | os.PathLike, remote: RemoteOptions | None = None) -> list[str]:
+    """The shard paths an index file names (relative ones resolved against its folder), each local one
+    checked to exist: a missing one is a MissingPathError naming it; an index naming none is a
+    PicPacValueError. An index at a URL names URLs (relative ones resolved against its folder's URL)."""
     path = os.fspath(path)
+    if is_remote(path):
+        names = _index_names(path, remote_text(path, remote or RemoteOptions()))
+        base = posixpath.dirname(path)
+        return [n if is_remote(n) else posixpath.join(base, n) for n in names]
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -50,6 +59,17 @@ def read_index(path: str | os.PathLike) -> list[str]:
         raise MissingPathError(f"{path}: no such shard index file") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise PicPacValueError(f"{path}: cannot read the shard index: {exc}") from None
+    names = _index_names(path, text)
+    base = os.path.dirname(os.path.abspath(path))
+    shards = [n if os.path.isabs(n) or is_remote(n) else os.path.join(base, n) for n in names]
+    for name, shard in zip(names, shards):
+        if not is_remote(shard) and not os.path.isfile(shard):
+            raise MissingPathError(f"{path}: shard {name!r} does not exist ({shard})")
+    return shards
+
+
+def _index_names(path: str, text: str) -> list[str]:
+    """The shard names an index file's text lists (one per line, or JSON)."""
     if text.lstrip().startswith("{"):
         try:
             data = json.loads(text)
@@ -65,12 +85,7 @@ def read_index(path: str | os.PathLike) -> list[str]:
     if not names:
         raise PicPacValueError(f"{path}: the shard index names no shards (one shard path per line, relative "
                                "to the index file's folder)")
-    base = os.path.dirname(os.path.abspath(path))
-    shards = [n if os.path.isabs(n) else os.path.join(base, n) for n in names]
-    for name, shard in zip(names, shards):
-        if not os.path.isfile(shard):
-            raise MissingPathError(f"{path}: shard {name!r} does not exist ({shard})")
-    return shards
+    return names
 
 
 def write_index(path: str | os.PathLike, shards: Sequence[str | os.PathLike]) -> None:
@@ -92,14 +107,14 @@ def write_index(path: str | os.PathLike, shards: Sequence[str | os.PathLike]) ->
         raise
 
 
-def resolve(spec: Any) -> list[str]:
-    """The shard paths of a dataset spec: a path (one file, a glob, or an index file) or a list of paths."""
+def resolve(spec: Any, remote: RemoteOptions | None = None) -> list[str]:
+    """The shard paths of a dataset spec: a path or URL (one file, a glob, or an index file) or a list of them."""
     if isinstance(spec, (str, os.PathLike)):
         path = os.fspath(spec)
         if is_index(path):
-            return read_index(path)
+            return read_index(path, remote)
         if is_glob(path):
-            found = sorted(glob.glob(path))
+            found = remote_glob(path, remote or RemoteOptions()) if is_remote(path) else sorted(glob.glob(path))
             if not found:
                 raise MissingPathError(f"{path}: no file matches this pattern")
             return found
@@ -111,24 +126,32 @@ def resolve(spec: Any) -> list[str]:
         for item in spec:
             if not isinstance(item, (str, os.PathLike)):
                 raise PicPacTypeError(f"a shard is a path (str or os.PathLike), got {type(item).__name__}")
-            paths += resolve(item)
+            paths += resolve(item, remote)
         return paths
     raise PicPacTypeError(f"a database is a path, a glob, an index file or a list of paths, "
                           f"got {type(spec).__name__}")
 
 
-def open_database(spec: Any, *, check: bool = True) -> Reader | ShardedReader:
-    """A Reader for one file, a ShardedReader for several (a list, a glob or an index file)."""
+def open_file(path: str, *, check: bool = True, remote: RemoteOptions | None = None) -> Reader | RemoteReader:
+    """A Reader for a local file, a RemoteReader for a URL (read with ``remote``'s options)."""
+    return RemoteReader(path, check=check, options=remote) if is_remote(path) else Reader(path, check=check)
+
+
+def open_database(spec: Any, *, check: bool = True, remote: RemoteOptions | None = None
+                  ) -> Reader | RemoteReader | ShardedReader:
+    """A reader of one file, or a ShardedReader of several (a list, a glob or an index file); URLs are read
+    with ``remote``'s options (the defaults of :class:`RemoteOptions` when None)."""
     sharded = isinstance(spec, (list, tuple)) or is_index(spec) or is_glob(spec)
-    paths = resolve(spec)
+    paths = resolve(spec, remote)
     if not sharded:
-        return Reader(paths[0], check=check)
+        return open_file(paths[0], check=check, remote=remote)
     name = os.fspath(spec) if isinstance(spec, (str, os.PathLike)) else None
-    return ShardedReader(paths, check=check, name=name)
+    return ShardedReader(paths, check=check, name=name, remote=remote)
 
 
-def _reopen(paths: list[str], check: bool, name: str | None, commits: list[tuple[int, int]]) -> ShardedReader:
-    reader = ShardedReader(paths, check=check, name=name)
+def _reopen(paths: list[str], check: bool, name: str | None, commits: list[tuple[int, int]],
+            remote: RemoteOptions | None = None) -> ShardedReader:
+    reader = ShardedReader(paths, check=check, name=name, remote=remote)
     if [(r.header.current.seq, r.header.current.crc) for r in reader.shards] != commits:
         reader.close()
         raise PicPacError(f"{reader.path}: a shard changed after this reader was sent to another process")
@@ -142,18 +165,21 @@ class ShardedReader:
     arrays must agree. ``shards``: the Readers, ``offsets``: the global position of each one's first record.
     """
 
-    def __init__(self, paths: Sequence[str | os.PathLike], *, check: bool = True, name: str | None = None):
+    mapped = False
+
+    def __init__(self, paths: Sequence[str | os.PathLike], *, check: bool = True, name: str | None = None,
+                 remote: RemoteOptions | None = None):
         if not paths:
             raise PicPacValueError("a sharded dataset needs at least one shard")
         self.paths = [os.fspath(p) for p in paths]
         self.check = bool(check)
         self.name = name
+        self.remote = remote
         self.path = name if name is not None else \
             f"{self.paths[0]} (+{len(self.paths) - 1} shards)" if len(self.paths) > 1 else self.paths[0]
-        self.shards: list[Reader] = []
+        self.shards: list[BaseReader] = []
         try:
-            for p in self.paths:
-                self.shards.append(Reader(p, check=check))
+            self._open_shards()
             counts = [len(r) for r in self.shards]
             self.offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
             self._starts = self.offsets[:-1].tolist()
@@ -169,6 +195,33 @@ class ShardedReader:
         except BaseException:
             self.close()
             raise
+
+    def _open_shards(self) -> None:
+        """Open every shard into ``shards``; remote ones on a few threads, since each costs round trips."""
+        remote = [p for p in self.paths if is_remote(p)]
+        opened: dict[str, BaseReader] = {}
+        if len(remote) > 1:
+            with ThreadPoolExecutor(min(8, len(remote))) as pool:
+                futures = {p: pool.submit(open_file, p, check=self.check, remote=self.remote) for p in remote}
+                for p, future in futures.items():
+                    try:
+                        opened[p] = future.result()
+                    except BaseException:
+                        for f in futures.values():
+                            if not f.exception():
+                                f.result().close()
+                        raise
+        for p in self.paths:
+            self.shards.append(opened.pop(p) if p in opened else open_file(p, check=self.check, remote=self.remote))
+
+    def prefetch(self, records: Sequence[int]) -> None:
+        """Download ahead the blocks of global ``records`` that lie in remote shards."""
+        records = np.asarray(records, np.int64)
+        shards = np.searchsorted(self.offsets, records, side="right") - 1
+        for k in np.unique(shards).tolist():
+            shard = self.shards[k]
+            if isinstance(shard, RemoteReader):
+                shard.prefetch(records[shards == k] - self.offsets[k])
 
     @property
     def arrays(self) -> dict[str, ArraySpec]:
@@ -230,7 +283,7 @@ class ShardedReader:
 
     def __reduce__(self):
         return _reopen, (self.paths, self.check, self.name,
-                         [(r.header.current.seq, r.header.current.crc) for r in self.shards])
+                         [(r.header.current.seq, r.header.current.crc) for r in self.shards], self.remote)
 
     def __repr__(self) -> str:
         return f"ShardedReader({self.path!r}, shards={len(self.shards)}, records={self._count})"

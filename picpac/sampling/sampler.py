@@ -1,5 +1,6 @@
-"""The order in which a stream reads its pool in each pass: shuffled, reshuffled per epoch, or
-class-balanced round robin (``oversample``); and each rank's share of an epoch's order (``shard``)."""
+"""The order in which a stream reads its pool in each pass: shuffled (fully, or in runs of the file:
+``chunked``), reshuffled per epoch, or class-balanced round robin (``oversample``); and each rank's share
+of an epoch's order (``shard``)."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -39,16 +40,37 @@ def shard(count: int, rank: int, world_size: int, *, pad: bool = True, start: in
     return start + index % left, real
 
 
+def chunked(positions: np.ndarray, chunk: int, window: int, rng: np.random.Generator) -> np.ndarray:
+    """A quasi-random permutation of ``positions`` (int64, in file order) that reads the file in runs.
+
+    The positions are cut into runs of ``chunk`` consecutive ones (the last may be shorter); the runs are
+    permuted, and the positions of each ``window`` consecutive runs of that permutation are shuffled
+    together. So the result is one window after another, each of only its runs' positions: a reader touches
+    ``window`` regions of the file at a time. Every position appears once; ``rng`` makes two draws.
+    """
+    n = len(positions)
+    chunk = max(1, min(chunk, n))
+    runs = -(-n // chunk)
+    window = max(1, min(window, runs))
+    grid = np.full((-(-runs // window) * window, chunk), -1, np.int64)  # a run per row, -1 pads the last ones
+    grid.flat[:n] = np.arange(n)
+    grid[:runs] = grid[rng.permutation(runs)]
+    mixed = rng.permuted(grid.reshape(-1, window * chunk), axis=1).ravel()  # each window's row shuffled
+    return positions[mixed[mixed >= 0]]
+
+
 class Sampler:
     """The order in which one stream reads its pool of ``n`` samples (positions ``0..n-1``).
 
     Plain: pass ``epoch`` is the identity, or (``shuffle``) a permutation keyed by the seed and
     the epoch (``reshuffle``) or 0. ``oversample``: class-balanced round robin; each class is read
     in its own order (members permuted per cycle when ``shuffle``), so small classes repeat.
+    ``chunk`` > 0 (with ``shuffle``): every such permutation is ``chunked`` in runs of ``chunk``
+    positions, ``window`` runs mixed at once (for a class: runs of its members); 0: fully random.
     """
 
     def __init__(self, labels: np.ndarray, seed: int, *, shuffle: bool, reshuffle: bool,
-                 oversample: bool):
+                 oversample: bool, chunk: int = 0, window: int = 8):
         labels = as_labels(labels)
         self._n = len(labels)
         if self._n == 0:
@@ -56,6 +78,7 @@ class Sampler:
                                    "settings and the database)")
         self._seed = check_int(seed, "seed", 0)
         self._shuffle, self._reshuffle, self._oversample = bool(shuffle), bool(reshuffle), bool(oversample)
+        self._chunk, self._window = check_int(chunk, "chunk", 0), check_int(window, "window", 1)
         self._pass: tuple[int, np.ndarray] | None = None     # (key, order) of the last pass
         if self._oversample:
             _, codes = class_codes(labels, "oversample")
@@ -87,7 +110,7 @@ class Sampler:
         members = self._members[c]
         if not self._shuffle:
             return members.copy()
-        return seeded_rng(self._seed, CLASS, c, self._key(cycle)).permutation(members)
+        return self._permute(members, seeded_rng(self._seed, CLASS, c, self._key(cycle)))
 
     def pass_order(self, epoch: int) -> np.ndarray:
         """A permutation of ``0..n-1``: the order of one pass over the pool."""
@@ -107,9 +130,16 @@ class Sampler:
             rank = np.concatenate([np.arange(len(o), dtype=np.int64) * len(orders) + c
                                    for c, o in enumerate(orders)])
             return np.concatenate(orders)[np.argsort(rank, kind="stable")]
+        positions = np.arange(self._n, dtype=np.int64)
         if not self._shuffle:
-            return np.arange(self._n, dtype=np.int64)
-        return seeded_rng(self._seed, ORDER, key).permutation(self._n)
+            return positions
+        return self._permute(positions, seeded_rng(self._seed, ORDER, key))
+
+    def _permute(self, positions: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        """A shuffled order of ``positions``: fully random, or ``chunked`` when ``chunk`` > 0."""
+        if self._chunk:
+            return chunked(positions, self._chunk, self._window, rng)
+        return rng.permutation(positions)
 
     def at(self, start: int = 0) -> Iterator[tuple[int, int]]:
         """Endless ``(position, epoch)`` pairs from stream position ``start`` on.

@@ -8,7 +8,6 @@ import numpy as np
 
 from ..errors import CorruptRecordError, PicPacError, SampleError
 from ..file.reader import Reader
-from ..file.shards import ShardedReader
 from ..image import batched
 from .processor import Processor, array_size_error
 
@@ -25,8 +24,8 @@ def batch_plan(readers: list[Reader], config: dict[str, Any], processor: Process
     specs = [reader.arrays.get(name) for reader in readers]
     if specs[0] is None:
         return None, f"the database's {name!r} field is not declared as an array (metadata 'arrays')"
-    if any(isinstance(reader, ShardedReader) for reader in readers):
-        return None, "the database (or mixin) is sharded (the batch path reads arrays from one file)"
+    if not all(reader.mapped for reader in readers):
+        return None, "the database (or mixin) is sharded or remote (the batch path reads arrays from one mapped file)"
     if any(spec != specs[0] for spec in specs[1:]):
         return None, f"the mixin's {name!r} field is not the same array as the database's ({specs[0]})"
     if c["annotate"] is not None or c["task"] != "classify":

@@ -11,6 +11,8 @@ from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.layout import MAX_FIELDS
+from ..file.remote import MAX_BLOCK, MIN_BLOCK
+from ..file.sizes import parse_size
 from ..image.decoding import MAX_PIXELS, MAX_SIDE
 from .legacy import LEGACY_KEYS, translate
 
@@ -94,6 +96,23 @@ def _path_or_none(name: str, value: Any) -> str | None:
     if not isinstance(value, (str, os.PathLike)):
         raise PicPacTypeError(f"config key {name!r} must be a path, got {value!r}")
     return os.fspath(value) or None
+
+
+def _size(low: int, high: int | None = None) -> Callable[[str, Any], int]:
+    """Bytes, or a size such as "4GiB", in [low, high]."""
+    def check(name: str, value: Any) -> int:
+        size = parse_size(value, f"config key {name!r}")
+        if size < low or (high is not None and size > high):
+            raise PicPacValueError(f"config key {name!r} must be {low} to {high} bytes, got {value!r}")
+        return size
+    return check
+
+
+def _storage_options(name: str, value: Any) -> dict[str, Any] | None:
+    if value is not None and not isinstance(value, dict):
+        raise PicPacTypeError(f"config key {name!r} must be a dict of fsspec options (such as "
+                              f"{{'endpoint_url': ...}}), got {type(value).__name__}")
+    return value
 
 
 def _channel_values(name: str, value: Any) -> tuple[float, ...] | None:
@@ -218,6 +237,8 @@ KEYS: dict[str, Key] = {
     "loop": Key(True, _bool),
     "shuffle": Key(True, _bool),
     "reshuffle": Key(True, _bool),
+    "shuffle_chunk": Key(0, _int(0, 2**31 - 1)),
+    "shuffle_window": Key(8, _int(1, 2**31 - 1)),
     "batch": Key(1, _int(1, MAX_BATCH)),
     "pad": Key(False, _bool),
     "preload": Key(None, _int(1, MAX_BATCH)),
@@ -245,6 +266,12 @@ KEYS: dict[str, Key] = {
     "mixin_group_delta": Key(0.0, _float),
     "mixin_max": Key(0, _int(0)),
     "mixin_randomize": Key(False, _bool),
+    # remote files (s3://, gs://, http(s)://: docs/stream.md, "Object storage")
+    "cache_dir": Key(None, _path_or_none),
+    "cache_limit": Key(4 * 2**30, _size(1)),
+    "storage_options": Key(None, _storage_options),
+    "remote_retries": Key(5, _int(0, 100)),
+    "remote_block_size": Key(4 * 2**20, _size(MIN_BLOCK, MAX_BLOCK)),
     # decoding and geometry
     "image_field": Key("image", _field),
     "raw": Key((), _fields),

@@ -20,12 +20,13 @@ from ..engine.shared_batches import SharedBatches
 from ..engine.threads import ordered_map
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
+from ..file.remote import RemoteOptions
 from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
 from .config import parse
 from .position import Keys, Position, load_state_dict, state_dict
-from .sample_path import SampleLoader, SampleProcessWork
+from .sample_path import SampleLoader, SampleProcessWork, prefetching
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
@@ -49,13 +50,17 @@ class _Pipeline:
         self.preload = c["preload"] or max(16 * self.threads, c["batch"])
         # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
         self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
-        self._readers.append(open_database(path))
+        self.remote = RemoteOptions(cache_dir=c["cache_dir"], cache_limit=c["cache_limit"],
+                                    block_size=c["remote_block_size"], retries=c["remote_retries"],
+                                    storage_options=c["storage_options"] or {})
+        self._readers.append(open_database(path, remote=self.remote))
         try:
             self._build_pool()
             self._check_labels()
             self._check_fields()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
-                                    oversample=c["oversample"])
+                                    oversample=c["oversample"], chunk=c["shuffle_chunk"],
+                                    window=c["shuffle_window"])
             self.position = Position(self._sampler, c, self._readers[0].path)
             self.loader = SampleLoader(self._readers, c)
             self.processor = self.loader.processor
@@ -85,7 +90,7 @@ class _Pipeline:
         sources = np.zeros(len(records), np.int64)
         labels = main.labels[records]
         if c["mixin"] is not None:
-            mixin = open_database(c["mixin"])
+            mixin = open_database(c["mixin"], remote=self.remote)
             self._readers.append(mixin)
             count = min(len(mixin), c["mixin_max"]) if c["mixin_max"] else len(mixin)
             extra = np.arange(count)
@@ -288,6 +293,7 @@ class _Pipeline:
         images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
         taken = padding = 0
+        keys = prefetching(keys, self._readers, self._sources, self._records, self.preload)
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
                            name="picpac-stream")
         profile = self.loader.profile
@@ -326,7 +332,8 @@ class _Pipeline:
             self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
             self._batcher = SharedBatches(self._workers, c["batch"], self.preload, keep=KEEP)
         tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
-                  float(self._labels[position])) for index, (position, epoch) in enumerate(keys))
+                  float(self._labels[position])) for index, (position, epoch) in
+                 enumerate(prefetching(keys, self._readers, self._sources, self._records, self.preload)))
         batches = self._batcher(tasks, self._on_error)
         views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
         try:

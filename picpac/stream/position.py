@@ -19,11 +19,15 @@ from ..file.reader import Reader
 from ..file.shards import ShardedReader
 from ..sampling import Sampler
 from ..sampling.sampler import shard
+from .config import KEYS
 
 STATE_FORMAT = "picpac.ImageStream.state/1"
-MATCH = ("loop", "seed", "shuffle", "reshuffle", "oversample", "split", "split_fold", "split_negate", "stratify",
-         "mixin_max", "mixin_randomize", "mixin_group_reset", "mixin_group_delta", "shard_pad")
+MATCH = ("loop", "seed", "shuffle", "reshuffle", "shuffle_chunk", "shuffle_window", "oversample", "split",
+         "split_fold", "split_negate", "stratify", "mixin_max", "mixin_randomize", "mixin_group_reset",
+         "mixin_group_delta", "shard_pad")
 """The config keys that fix the global order of every epoch: a state resumes only where they are equal."""
+LATER = ("shuffle_chunk", "shuffle_window")
+"""Keys of MATCH that states saved before them lack: such a state holds their defaults (its order's)."""
 
 
 class Keys:
@@ -210,8 +214,9 @@ def load_state_dict(position: Position, config: dict[str, Any], readers: list[Re
     if not isinstance(saved, Mapping):
         raise PicPacValueError(f"{path}: the state has no 'config' (was it written by ImageStream.state_dict()?)")
     for key in MATCH:
-        if key not in saved or saved[key] != config[key]:
-            differ.append(f"config key {key!r} is {saved.get(key, '(missing)')!r} in the state, {config[key]!r} here")
+        theirs = saved.get(key, KEYS[key].default if key in LATER else "(missing)")
+        if theirs != config[key]:
+            differ.append(f"config key {key!r} is {theirs!r} in the state, {config[key]!r} here")
     names = ["the database", "the mixin"]
     databases = state.get("databases")
     mine = [fingerprint(reader) for reader in readers]

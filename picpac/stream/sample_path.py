@@ -3,12 +3,14 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
 from ..file.reader import Reader
 from ..image.transforms import Sample
+from .position import Keys
 from .processor import LazyRng, Processor, decode_seconds
 
 
@@ -89,3 +91,29 @@ class SampleProcessWork:
         _, _, epoch, source, record, label = task
         image, target, dense = self.loader(epoch, source, record, label)
         return image, (target, dense)
+
+
+def prefetching(keys: Keys, readers: list[Reader], sources: np.ndarray, records: np.ndarray, ahead: int
+                ) -> Iterable[tuple[int, int]]:
+    """``keys`` one at a time; readers that download (remote files) are asked for the records of the next
+    ``ahead`` keys while the current ones are read. Just ``keys`` when no reader downloads."""
+    fetchers = [getattr(reader, "prefetch", None) for reader in readers]
+    return keys if not any(fetchers) else _prefetching(keys, fetchers, sources, records, ahead)
+
+
+def _prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
+                 ahead: int) -> Iterator[tuple[int, int]]:
+    def ask(positions: np.ndarray) -> None:
+        for source, fetch in enumerate(fetchers):
+            if fetch is not None:
+                fetch(records[positions[sources[positions] == source]])
+
+    chunks = keys.chunks(ahead)
+    coming = next(chunks, None)
+    if coming is not None:
+        ask(coming[0])
+    while coming is not None:
+        current, coming = coming, next(chunks, None)
+        if coming is not None:
+            ask(coming[0])
+        yield from zip(current[0].tolist(), current[1].tolist())

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import time
 from contextlib import closing
 from dataclasses import dataclass
@@ -17,6 +16,7 @@ from ..engine.threads import ordered_map
 from ..errors import ImageTooLargeError, ImportFailedError, PathExistsError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.shards import write_index
+from ..file.sizes import parse_size
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
 from ..sources.base import read_file
@@ -99,7 +99,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     if max_pixels:
         _check_positive("max_pixels", max_pixels)
     _check_target(db, overwrite)
-    limit = None if shard_size is None else parse_size(shard_size)
+    limit = None if shard_size is None else parse_size(shard_size, "shard size")
     listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
     if not listing.items:
         raise SourceError(f"{src}: no images found ({listing.source}); see `picpac docs import` for the layouts")
@@ -135,25 +135,6 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                             listing.source)
     return ImportReport(db, count, skipped, sum(os.path.getsize(p) for p in writer.paths), source_bytes,
                         time.perf_counter() - start, listing.source, shards=list(writer.paths))
-
-
-_UNITS = {"": 1, "b": 1, "k": 10**3, "kb": 10**3, "m": 10**6, "mb": 10**6, "g": 10**9, "gb": 10**9, "t": 10**12,
-          "tb": 10**12, "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-
-
-def parse_size(value: int | str) -> int:
-    """Bytes from an int or a size such as "500MB", "1GB" (10**9), "1GiB" (2**30), "1.5G"."""
-    if isinstance(value, int) and not isinstance(value, bool):
-        number, unit = value, ""
-    else:
-        match = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]*)?)\s*([a-zA-Z]*)\s*", str(value))
-        if match is None or match.group(2).lower() not in _UNITS:
-            raise PicPacValueError(f"shard size {value!r} is no size: give bytes or e.g. 500MB, 1GB, 1GiB")
-        number, unit = float(match.group(1)), match.group(2).lower()
-    size = int(number * _UNITS[unit])
-    if size < 1:
-        raise PicPacValueError(f"shard size must be positive, got {value!r}")
-    return size
 
 
 def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any]) -> Any:

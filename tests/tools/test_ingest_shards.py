@@ -7,9 +7,8 @@ import cv2
 import numpy as np
 import pytest
 
-from picpac import PicPacValueError, Reader
+from picpac import Reader
 from picpac.file.shards import read_index
-from picpac.tools.ingest import parse_size
 
 from conftest import run_console
 
@@ -28,14 +27,6 @@ def images(tmp_path):
 def records(path):
     with Reader(path) as r:
         return [(bytes(x["image"]), x.label, x.meta) for x in r]
-
-
-def test_parse_size():
-    assert [parse_size(v) for v in ("500MB", "1GB", "1GiB", "2k", 7, "1.5M")] == \
-        [500 * 10**6, 10**9, 2**30, 2000, 7, 1_500_000]
-    for bad in ("1XB", "", "-1MB", "0"):
-        with pytest.raises(PicPacValueError):
-            parse_size(bad)
 
 
 def test_shard_size_splits_like_one_file(images):
