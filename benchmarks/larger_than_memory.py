@@ -37,6 +37,10 @@ import picpac
 from picpac.sampling import Sampler
 
 
+PREFETCH = 32
+"""Records read ahead at a time: an ImageStream's preload with 2 workers (16 per worker)."""
+
+
 def build(path: str, size_mb: int, record_kb: int) -> None:
     """Unique noise JPEGs of about ``record_kb`` (0.91 bytes a pixel at quality 90) up to ``size_mb``."""
     side = int((record_kb * 1024 / 0.91) ** 0.5)
@@ -96,14 +100,19 @@ Run = tuple[float, int, int, int]
 """One pass: seconds, records, bytes, cache drops."""
 
 
-def reader_pass(path: str, order: np.ndarray, cache_mb: int) -> Run:
-    """Read the records in ``order`` once, checked."""
+def reader_pass(path: str, order: np.ndarray, cache_mb: int, ahead: int = 0) -> Run:
+    """Read the records in ``order`` once, checked; with ``ahead``, as the stream does in chunked order:
+    ``Reader.prefetch`` of the next ``ahead`` records as each ``ahead`` start."""
     with picpac.Reader(path, check=True) as r:
         sizes = r.index["size"].astype(np.int64)
         evictor = Evictor(path, [mapping(r)], cache_mb)
         try:
             start = time.perf_counter()
-            for i in order.tolist():
+            if ahead:
+                r.prefetch(order[:ahead])
+            for k, i in enumerate(order.tolist()):
+                if ahead and k % ahead == 0:
+                    r.prefetch(order[k + ahead:k + 2 * ahead])
                 r[i]
                 evictor.read(int(sizes[i]))
             seconds = time.perf_counter() - start
@@ -141,7 +150,7 @@ def table(title: str, runs: dict[str, list[Run]]) -> None:
         rates[name] = records / seconds
         print(f"  {name:<20} {seconds:8.2f} {nbytes / 2**20 / seconds:8.1f} {records / seconds:10,.0f} {drops:6d}")
     for name, rate in rates.items():
-        if name.startswith("chunked"):
+        if name != "random" and name != "sequential":
             print(f"  {name}: {rate / rates['random']:.2f}x random, {rate / rates['sequential']:.2f}x sequential")
 
 
@@ -173,17 +182,20 @@ def main() -> None:
         orders = {"sequential": dict(shuffle=False), "random": dict(shuffle=True)}
         orders |= {f"chunked {c} x {args.window}": dict(shuffle=True, shuffle_chunk=c, shuffle_window=args.window)
                    for c in chunks}
+        middle = f"chunked {chunks[len(chunks) // 2]} x {args.window}"
+        ahead = {"random + prefetch": "random", f"{middle} + prefetch": middle}
         labels = np.zeros(n)
-        reads: dict[str, list[Run]] = {name: [] for name in orders}
+        reads: dict[str, list[Run]] = {name: [] for name in [*orders, *ahead]}
         for repeat in range(args.repeats):
-            for name, config in orders.items():
+            for name in reads:
+                config = orders[ahead.get(name, name)]
                 sampler = Sampler(labels, 2016 + repeat, shuffle=config["shuffle"], reshuffle=True, oversample=False,
                                   chunk=config.get("shuffle_chunk", 0), window=args.window)
-                reads[name].append(reader_pass(path, sampler.pass_order(0), args.cache_mb))
+                reads[name].append(reader_pass(path, sampler.pass_order(0), args.cache_mb,
+                                               PREFETCH if name in ahead else 0))
         table("Reader, every record once (check=True)", reads)
         if args.no_stream:
             return
-        middle = f"chunked {chunks[len(chunks) // 2]} x {args.window}"
         streams: dict[str, list[Run]] = {name: [] for name in ("sequential", "random", middle)}
         for repeat in range(args.repeats):
             for name in streams:

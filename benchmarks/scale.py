@@ -134,9 +134,22 @@ def main() -> int:
         order = np.random.default_rng(0).permutation(args.samples)
         local = raw_reads(picpac.Reader(db), order)
         shutil.rmtree(cache, ignore_errors=True)
-        remote = raw_reads(RemoteReader(url, options=RemoteOptions(cache_dir=cache, storage_options=storage)), order)
-        print(f"raw reads, every record once in random order: local file {local:,.0f} MB/s, "
-              f"s3 into an empty cache {remote:,.1f} MB/s")
+        options = RemoteOptions(cache_dir=cache, storage_options=storage)
+        opens = []
+        for _ in range(2):
+            t = time.perf_counter()
+            reader = RemoteReader(url, options=options)
+            opens.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        reader._range(0, options.block_size)  # one block, straight from the server
+        block = time.perf_counter() - t
+        remote = raw_reads(reader, order)
+        warm = raw_reads(reader, order)
+        print(f"s3: opening a RemoteReader {opens[0] * 1000:.0f} ms (the process's first S3 client), then "
+              f"{opens[1] * 1000:.0f} ms; one {options.block_size >> 20} MiB range request {block * 1000:.0f} ms "
+              f"({options.block_size / block / 1e6:.0f} MB/s)")
+        print(f"raw reads, every record once in random order: local file {local:,.0f} MB/s; s3 into an empty "
+              f"cache {remote:,.1f} MB/s, then from the cache {warm:,.0f} MB/s")
         runs = {
             "file": lambda: stream_pass(db, args.samples),
             "shards": lambda: stream_pass(index, args.samples),

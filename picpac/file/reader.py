@@ -79,6 +79,8 @@ def _reopen(path: str, check: bool, seq: int, crc: int) -> Reader:
 
 
 _OPEN_ATTEMPTS = 20
+READAHEAD_GAP = 2**20
+"""Reader.prefetch joins records less than this many bytes apart into one range read ahead."""
 
 
 def _changed(fd: int, size: int, header: bytes) -> bool:
@@ -447,6 +449,24 @@ class Reader(BaseReader):
                 self._bytes = np.frombuffer(self._mmap, np.uint8)
             source = self._bytes
         return _gather(source, np.asarray(starts, np.int64), nbytes)
+
+    def prefetch(self, records: np.ndarray) -> None:
+        """Ask the kernel to read the bytes of ``records`` into the page cache now, in the background
+        (``madvise(MADV_WILLNEED)``), records less than READAHEAD_GAP apart as one range: so a file larger
+        than memory read in chunked order (``shuffle_chunk``) is read by whole regions, not record by record."""
+        records = np.asarray(records, np.int64)
+        if self._view is None or not len(records):
+            return
+        starts = np.minimum(self._offsets[records], self._size).astype(np.int64)
+        ends = np.minimum(starts + self._sizes[records].astype(np.int64), self._size)
+        order = np.argsort(starts, kind="stable")
+        starts, ends = starts[order], np.maximum.accumulate(ends[order])
+        breaks = np.flatnonzero(starts[1:] > ends[:-1] + READAHEAD_GAP) + 1
+        page = mmap.PAGESIZE
+        for begin, end in zip(starts[np.r_[0, breaks]].tolist(), ends[np.r_[breaks - 1, -1]].tolist()):
+            begin -= begin % page
+            if end > begin:
+                self._mmap.madvise(mmap.MADV_WILLNEED, begin, end - begin)
 
     @property
     def closed(self) -> bool:

@@ -132,6 +132,12 @@ def resolve(spec: Any, remote: RemoteOptions | None = None) -> list[str]:
                           f"got {type(spec).__name__}")
 
 
+def downloads(reader: BaseReader | ShardedReader) -> bool:
+    """Whether ``reader`` reads (some of) its records over the network: its reads are worth starting ahead
+    whatever the order; a local file's only when it is larger than memory (chunked order)."""
+    return isinstance(reader, RemoteReader) or (isinstance(reader, ShardedReader) and reader.downloads)
+
+
 def open_file(path: str, *, check: bool = True, remote: RemoteOptions | None = None) -> Reader | RemoteReader:
     """A Reader for a local file, a RemoteReader for a URL (read with ``remote``'s options)."""
     return RemoteReader(path, check=check, options=remote) if is_remote(path) else Reader(path, check=check)
@@ -215,13 +221,16 @@ class ShardedReader:
             self.shards.append(opened.pop(p) if p in opened else open_file(p, check=self.check, remote=self.remote))
 
     def prefetch(self, records: Sequence[int]) -> None:
-        """Download ahead the blocks of global ``records`` that lie in remote shards."""
+        """Read ahead global ``records``: each shard's ``prefetch`` (a download, or the kernel's readahead)."""
         records = np.asarray(records, np.int64)
         shards = np.searchsorted(self.offsets, records, side="right") - 1
         for k in np.unique(shards).tolist():
-            shard = self.shards[k]
-            if isinstance(shard, RemoteReader):
-                shard.prefetch(records[shards == k] - self.offsets[k])
+            self.shards[k].prefetch(records[shards == k] - self.offsets[k])
+
+    @property
+    def downloads(self) -> bool:
+        """Whether a shard is read over the network (see :func:`downloads`)."""
+        return any(isinstance(shard, RemoteReader) for shard in self.shards)
 
     @property
     def arrays(self) -> dict[str, ArraySpec]:

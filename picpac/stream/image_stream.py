@@ -21,7 +21,7 @@ from ..engine.threads import ordered_map
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
 from ..file.remote import RemoteOptions
-from ..file.shards import open_database
+from ..file.shards import downloads, open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
 from .config import parse
@@ -63,6 +63,9 @@ class _Pipeline:
                                     window=c["shuffle_window"])
             self.position = Position(self._sampler, c, self._readers[0].path)
             self.loader = SampleLoader(self._readers, c)
+            # records are read ahead from the network always, from a local file in chunked order (larger than memory)
+            chunked = c["shuffle"] and c["shuffle_chunk"] > 0
+            self._fetchers = [r.prefetch if downloads(r) or chunked else None for r in self._readers]
             self.processor = self.loader.processor
             self._check_channels()
             self.plan, self.path_reason = batch_plan(self._readers, c, self.processor)
@@ -293,7 +296,7 @@ class _Pipeline:
         images: list[tuple[np.ndarray, Any, tuple]] = []  # (image, target, dense targets) per sample
         positions: list[int] = []
         taken = padding = 0
-        keys = prefetching(keys, self._readers, self._sources, self._records, self.preload)
+        keys = prefetching(keys, self._fetchers, self._sources, self._records, self.preload)
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
                            name="picpac-stream")
         profile = self.loader.profile
@@ -333,7 +336,7 @@ class _Pipeline:
             self._batcher = SharedBatches(self._workers, c["batch"], self.preload, keep=KEEP)
         tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
                   float(self._labels[position])) for index, (position, epoch) in
-                 enumerate(prefetching(keys, self._readers, self._sources, self._records, self.preload)))
+                 enumerate(prefetching(keys, self._fetchers, self._sources, self._records, self.preload)))
         batches = self._batcher(tasks, self._on_error)
         views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
         try:

@@ -93,11 +93,10 @@ class SampleProcessWork:
         return image, (target, dense)
 
 
-def prefetching(keys: Keys, readers: list[Reader], sources: np.ndarray, records: np.ndarray, ahead: int
-                ) -> Iterable[tuple[int, int]]:
-    """``keys`` one at a time; readers that download (remote files) are asked for the records of the next
-    ``ahead`` keys while the current ones are read. Just ``keys`` when no reader downloads."""
-    fetchers = [getattr(reader, "prefetch", None) for reader in readers]
+def prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
+                ahead: int) -> Iterable[tuple[int, int]]:
+    """``keys`` one at a time; each source's fetcher (a reader's ``prefetch``, or None) is given the records
+    of the next ``ahead`` keys while the current ones are read. Just ``keys`` when there is none."""
     return keys if not any(fetchers) else _prefetching(keys, fetchers, sources, records, ahead)
 
 

@@ -155,3 +155,15 @@ def test_a_state_saved_before_the_keys_resumes_at_their_defaults(db):
 def test_bad_values_are_refused_naming_the_key(db, config, error, message):
     with pytest.raises(error, match=message):
         stream(db, **config)
+
+
+def test_only_the_chunked_order_reads_a_local_file_ahead(tmp_path):
+    """In chunked order the stream gives its coming records to Reader.prefetch (docs/stream.md); in the
+    random order and in file order it does not (a database in the page cache gains nothing from it)."""
+    make_db(tmp_path / "a.picpac", n=12)
+    fetchers = {}
+    for name, keys in {"chunked": dict(shuffle_chunk=4), "random": {}, "file order": dict(shuffle=False,
+                                                                                       shuffle_chunk=4)}.items():
+        with picpac.ImageStream(str(tmp_path / "a.picpac"), **keys) as stream:
+            fetchers[name] = [f is not None for f in stream._pipeline._fetchers]
+    assert fetchers == {"chunked": [True], "random": [False], "file order": [False]}
