@@ -76,6 +76,16 @@ def make_db(path, n: int = 20, size=(8, 6), labels=None, groups=None, broken=())
     return path
 
 
+def damage_record(path, i: int, at: int = 10) -> bytes:
+    """Flip the bits of byte ``at`` of record ``i`` of the picpac file ``path``; the file's bytes after."""
+    with picpac.Reader(path) as reader:
+        offset = int(reader.index["offset"][i]) + at
+    data = bytearray(Path(path).read_bytes())
+    data[offset] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    return bytes(data)
+
+
 def run(stream, batches: int | None = None) -> list[tuple[np.ndarray, np.ndarray, int]]:
     out = []
     for i, batch in enumerate(stream):

@@ -27,14 +27,12 @@ from typing import Any
 import numpy as np
 
 from .. import image
-from ..errors import (ImageTooLargeError, ImportFailedError, PathExistsError, PicPacTypeError, PicPacValueError,
-                      SourceError)
+from ..errors import ImportFailedError, PathExistsError, PicPacTypeError, PicPacValueError, SourceError
 from ..file.layout import NO_GROUP
 from ..file.remote import RemoteOptions
 from ..file.shards import INDEX_SUFFIX, is_index, open_file, resolve, write_index
 from ..file.writer import Writer
 from ..sources import scan
-from ..sources.base import read_file
 from ..stream.config import parse
 from ..stream.processor import LazyRng, Processor
 from . import require
@@ -387,18 +385,12 @@ def _validated(batch: Any, root: str, max_pixels: int | None, strict: bool) -> A
     for item in batch.to_pylist():
         shown = os.path.relpath(item["path"], root)
         try:
-            data = read_file(item["path"])
-            pixels = image.decode(data, max_pixels=max_pixels)
-            reason = None if pixels is not None else "cannot decode (corrupt, truncated or not an image)"
+            data, pixels = image.read_image(item["path"], max_pixels=max_pixels)
         except SourceError as exc:
-            reason = exc.reason
-        except ImageTooLargeError as exc:
-            reason = f"image of {exc.advice('max_pixels=')}"
-        if reason is not None:
             if strict:
-                raise ImportFailedError(f"{shown}: {reason}; no index was written. Fix or remove the file, or "
-                                        "import with strict=False to skip it")
-            logger.warning("%s: skipped: %s", shown, reason)
+                raise ImportFailedError(f"{shown}: {exc.reason}; no index was written. Fix or remove the file, or "
+                                        "import with strict=False to skip it") from None
+            logger.warning("%s: skipped: %s", shown, exc.reason)
             continue
         width, height, channels = image.shape_of(pixels)
         columns["image"].append(data)

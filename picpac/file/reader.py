@@ -98,6 +98,8 @@ class BaseReader(ABC):
     check: bool
     metadata: dict
     index: np.ndarray
+    downloads = False
+    """Its records come over the network: worth reading ahead whatever the order (``prefetch``)."""
 
     def _load(self, state: HeaderState, size: int) -> None:
         """Take the committed ``state`` of a file of ``size`` bytes whose ``metadata`` and ``index`` are loaded."""
@@ -197,6 +199,10 @@ class BaseReader(ABC):
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+    @abstractmethod
+    def prefetch(self, records: np.ndarray) -> None:
+        """Start reading ``records`` ahead, in the background (a hint: nothing is returned or raised)."""
 
     @abstractmethod
     def close(self) -> None:

@@ -15,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -29,6 +29,8 @@ from .sizes import parse_size
 
 T = TypeVar("T")
 MIN_BLOCK, MAX_BLOCK = 2**16, 2**28
+BLOCK_SIZE, CACHE_LIMIT, RETRIES = 4 * 2**20, 4 * 2**30, 5
+"""The defaults of RemoteOptions (and of the stream's keys remote_block_size, cache_limit, remote_retries)."""
 MAX_INDEX_BYTES = 2**31
 """The largest committed metadata and index a remote file may claim (about 60 million records)."""
 MAX_BACKOFF = 10.0
@@ -52,9 +54,9 @@ class RemoteOptions:
     (with jitter, at most 10 s); ``storage_options``: given to fsspec (endpoint, credentials, ...)."""
 
     cache_dir: str | None = None
-    cache_limit: int | str = "4GiB"
-    block_size: int | str = "4MiB"
-    retries: int = 5
+    cache_limit: int | str = CACHE_LIMIT
+    block_size: int | str = BLOCK_SIZE
+    retries: int = RETRIES
     backoff: float = 0.2
     prefetch_threads: int = 4
     storage_options: dict[str, Any] = field(default_factory=dict)
@@ -244,6 +246,7 @@ class RemoteReader(BaseReader):
     Shared by threads, survives fork, pickles by URL. ``prefetch(records)`` downloads ahead."""
 
     mapped = False
+    downloads = True
 
     def __init__(self, url: str, *, check: bool = True, options: RemoteOptions | None = None):
         if not is_remote(url):
@@ -378,12 +381,12 @@ class RemoteReader(BaseReader):
             with self._lock:
                 self._inflight.pop(block, None)
 
-    def prefetch(self, records: Iterable[int]) -> None:
+    def prefetch(self, records: np.ndarray) -> None:
         """Download the blocks of ``records`` not yet cached, on ``prefetch_threads`` threads, in the
         background; errors are left to the read that needs the block."""
         if self._closed:
             return
-        records = np.asarray(list(records) if not isinstance(records, np.ndarray) else records, np.int64)
+        records = np.asarray(records, np.int64)
         if not len(records):
             return
         bs = self.options.block_size

@@ -40,7 +40,9 @@ def is_index(path: str | os.PathLike) -> bool:
 def is_glob(path: str | os.PathLike) -> bool:
     """Whether ``path`` is a glob pattern rather than an existing file."""
     path = os.fspath(path)
-    return any(ch in path for ch in GLOB_CHARS) and (is_remote(path) or not os.path.exists(path))
+    if is_remote(path):  # "?" starts a URL's query string (a signed URL's), so only "*" and "[" make a glob
+        return any(ch in path.split("?", 1)[0] for ch in "*[")
+    return any(ch in path for ch in GLOB_CHARS) and not os.path.exists(path)
 
 
 def read_index(path: str | os.PathLike, remote: RemoteOptions | None = None) -> list[str]:
@@ -130,12 +132,6 @@ def resolve(spec: Any, remote: RemoteOptions | None = None) -> list[str]:
         return paths
     raise PicPacTypeError(f"a database is a path, a glob, an index file or a list of paths, "
                           f"got {type(spec).__name__}")
-
-
-def downloads(reader: BaseReader | ShardedReader) -> bool:
-    """Whether ``reader`` reads (some of) its records over the network: its reads are worth starting ahead
-    whatever the order; a local file's only when it is larger than memory (chunked order)."""
-    return isinstance(reader, RemoteReader) or (isinstance(reader, ShardedReader) and reader.downloads)
 
 
 def open_file(path: str, *, check: bool = True, remote: RemoteOptions | None = None) -> Reader | RemoteReader:
@@ -229,8 +225,8 @@ class ShardedReader:
 
     @property
     def downloads(self) -> bool:
-        """Whether a shard is read over the network (see :func:`downloads`)."""
-        return any(isinstance(shard, RemoteReader) for shard in self.shards)
+        """Whether a shard is read over the network."""
+        return any(shard.downloads for shard in self.shards)
 
     @property
     def arrays(self) -> dict[str, ArraySpec]:

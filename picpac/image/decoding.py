@@ -17,6 +17,7 @@ import cv2
 import numpy as np
 
 from ..errors import ImageTooLargeError, PicPacValueError
+from ..sources.base import read_file, source_error
 from .headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
 
 try:
@@ -86,6 +87,21 @@ def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:
     if size is not None:
         check_pixels(*size, max_pixels)
     return size
+
+
+def read_image(path: str, *, max_pixels: int | None = MAX_PIXELS, option: str = "max_pixels=") -> tuple[bytes, np.ndarray]:
+    """The bytes of the image file ``path`` and the image they decode to, as ``picpac import`` checks every
+    image. A file that cannot be read (missing, not a regular file, too large) or decoded, or whose header
+    declares more than ``max_pixels``, is a SourceError whose ``reason`` says why; ``option`` names the setting
+    that raises the limit."""
+    data = read_file(path)
+    try:
+        img = decode(data, max_pixels=max_pixels)
+    except ImageTooLargeError as exc:
+        raise source_error(path, f"image of {exc.advice(option)}") from None
+    if img is None:
+        raise source_error(path, "cannot decode (corrupt, truncated or not an image)")
+    return data, img
 
 
 def shape_of(img: np.ndarray) -> tuple[int, int, int]:

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.layout import MAX_FIELDS
-from ..file.remote import MAX_BLOCK, MIN_BLOCK
+from ..file.remote import BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MIN_BLOCK, RETRIES
 from ..file.sizes import parse_size
 from ..image.decoding import MAX_PIXELS, MAX_SIDE
 from .legacy import LEGACY_KEYS, translate
@@ -268,10 +268,10 @@ KEYS: dict[str, Key] = {
     "mixin_randomize": Key(False, _bool),
     # remote files (s3://, gs://, http(s)://: docs/stream.md, "Object storage")
     "cache_dir": Key(None, _path_or_none),
-    "cache_limit": Key(4 * 2**30, _size(1)),
+    "cache_limit": Key(CACHE_LIMIT, _size(1)),
     "storage_options": Key(None, _storage_options),
-    "remote_retries": Key(5, _int(0, 100)),
-    "remote_block_size": Key(4 * 2**20, _size(MIN_BLOCK, MAX_BLOCK)),
+    "remote_retries": Key(RETRIES, _int(0, 100)),
+    "remote_block_size": Key(BLOCK_SIZE, _size(MIN_BLOCK, MAX_BLOCK)),
     # decoding and geometry
     "image_field": Key("image", _field),
     "raw": Key((), _fields),

@@ -21,7 +21,7 @@ from ..engine.threads import ordered_map
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
 from ..file.remote import RemoteOptions
-from ..file.shards import downloads, open_database
+from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
 from .config import parse
@@ -65,7 +65,7 @@ class _Pipeline:
             self.loader = SampleLoader(self._readers, c)
             # records are read ahead from the network always, from a local file in chunked order (larger than memory)
             chunked = c["shuffle"] and c["shuffle_chunk"] > 0
-            self._fetchers = [r.prefetch if downloads(r) or chunked else None for r in self._readers]
+            self._fetchers = [r.prefetch if r.downloads or chunked else None for r in self._readers]
             self.processor = self.loader.processor
             self._check_channels()
             self.plan, self.path_reason = batch_plan(self._readers, c, self.processor)

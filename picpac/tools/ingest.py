@@ -13,13 +13,12 @@ from tqdm import tqdm
 
 from .. import image
 from ..engine.threads import ordered_map
-from ..errors import ImageTooLargeError, ImportFailedError, PathExistsError, PicPacValueError, SourceError
+from ..errors import ImportFailedError, PathExistsError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.shards import write_index
 from ..file.sizes import parse_size
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
-from ..sources.base import read_file
 from ..stores.base import output_errors
 
 _WINDOW_PER_THREAD = 4
@@ -240,16 +239,9 @@ def _read_image(path: str, what: str, max_pixels: int | None) -> tuple[bytes, np
     """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons. A file that
     is not a regular one (a FIFO, a device, a directory) or too large is skipped unread."""
     try:
-        data = read_file(path)
+        return image.read_image(path, max_pixels=max_pixels, option="--max-pixels (max_pixels=)")
     except SourceError as exc:
         raise _Skip(f"{what}{exc.reason}") from None
-    try:
-        img = image.decode(data, max_pixels=max_pixels)
-    except ImageTooLargeError as exc:
-        raise _Skip(f"{what}image of {exc.advice('--max-pixels (max_pixels=)')}") from None
-    if img is None:
-        raise _Skip(f"{what}cannot decode (corrupt, truncated or not an image)")
-    return data, img
 
 
 def _checked_json(annotation: bytes) -> bytes:

@@ -13,9 +13,9 @@ import picpac
 from picpac.errors import CorruptError, CorruptRecordError, FormatError, MissingPathError, PicPacError, \
     PicPacValueError, RemoteReadError
 from picpac.file.remote import RemoteOptions, RemoteReader, is_remote
-from picpac.file.shards import ShardedReader, open_database, write_index
+from picpac.file.shards import ShardedReader, is_glob, open_database, write_index
 
-from conftest import payload
+from conftest import damage_record, payload
 
 BLOCK = 2**16
 _buckets = itertools.count()
@@ -44,7 +44,14 @@ def same(a, b) -> bool:
 
 
 def blocks(reader: RemoteReader) -> set[str]:
+    """The names of the blocks ``reader`` has in its cache."""
     return set(os.listdir(reader._folder)) - {"index"}
+
+
+def blocks_of(local: picpac.Reader, records) -> set[str]:
+    """The names of the blocks that records of the file lie in."""
+    spans = [(int(local.index["offset"][i]), int(local.index["offset"][i] + local.index["size"][i])) for i in records]
+    return {f"b{b}" for start, end in spans for b in range(start // BLOCK, (end - 1) // BLOCK + 1)}
 
 
 def test_reads_every_record_as_the_local_file_does(s3_server, tmp_path):
@@ -66,8 +73,7 @@ def test_opening_reads_the_index_only_and_records_fetch_their_blocks(s3_server, 
     remote = RemoteReader(url, options=options(s3_server, tmp_path))
     assert blocks(remote) == set()
     assert same(remote[20], local[20])
-    offset, size = int(local.index["offset"][20]), int(local.index["size"][20])
-    assert blocks(remote) == {f"b{b}" for b in range(offset // BLOCK, (offset + size - 1) // BLOCK + 1)}
+    assert blocks(remote) == blocks_of(local, [20])
 
 
 def test_the_cache_stays_within_its_limit_and_evicts_the_least_recently_used(s3_server, tmp_path):
@@ -88,9 +94,7 @@ def test_prefetch_downloads_the_blocks_of_coming_records(s3_server, tmp_path):
     url = s3_server.put(bucket(), "a.picpac", tmp_path / "a.picpac")
     remote = RemoteReader(url, options=options(s3_server, tmp_path))
     remote.prefetch([30, 31, 39])
-    want = {f"b{b}" for i in (30, 31, 39) for b in range(int(local.index["offset"][i]) // BLOCK,
-                                                          int(local.index["offset"][i] + local.index["size"][i] - 1)
-                                                          // BLOCK + 1)}
+    want = blocks_of(local, [30, 31, 39])
     deadline = time.monotonic() + 30
     while blocks(remote) != want and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -117,9 +121,7 @@ def test_a_block_damaged_in_the_cache_is_downloaded_again(s3_server, tmp_path):
 
 def test_a_record_damaged_on_the_server_is_a_corrupt_record_error(s3_server, tmp_path):
     local = write(tmp_path / "a.picpac")
-    data = bytearray((tmp_path / "a.picpac").read_bytes())
-    data[int(local.index["offset"][7]) + 50] ^= 0xFF
-    url = s3_server.put(bucket(), "a.picpac", bytes(data))
+    url = s3_server.put(bucket(), "a.picpac", damage_record(tmp_path / "a.picpac", 7, at=50))
     remote = RemoteReader(url, options=options(s3_server, tmp_path))
     assert same(remote[6], local[6])
     with pytest.raises(CorruptRecordError, match=r"s3://.*a\.picpac.*record 7.*checksum as it arrived"):
@@ -210,6 +212,8 @@ def test_bad_options_name_the_option(kw, key):
 def test_is_remote():
     assert is_remote("s3://b/k") and is_remote("gs://b/k") and is_remote("https://h/x.picpac")
     assert not any(is_remote(p) for p in ("data.picpac", "/abs/x", "file:///abs/x", "c:/x"))
+    assert is_glob("s3://b/train-*.picpac") and is_glob("gs://b/part-[0-3].picpac")
+    assert not is_glob("https://h/x.picpac?X-Amz-Signature=abc&X-Amz-Expires=60")  # a signed URL's query
 
 
 def test_sharded_remote_datasets_by_glob_and_index(s3_server, tmp_path):

@@ -13,7 +13,7 @@ from picpac.file.layout import HEADER_SIZE, INDEX_DTYPE, index_offset_after
 from picpac.tools.compact import compact
 from picpac.tools.verify import verify
 
-from conftest import payload, run_console
+from conftest import damage_record, payload, run_console
 
 
 def appended_db(path, rounds: int = 4, per_round: int = 5):
@@ -99,14 +99,10 @@ def test_compact_to_output_leaves_the_source_and_refuses_an_existing_output(tmp_
 
 def test_a_damaged_record_stops_compaction_and_leaves_the_file(tmp_path):
     db = appended_db(tmp_path / "db.picpac")
-    with picpac.Reader(db) as reader:
-        offset = int(reader.index["offset"][12]) + 10
-    data = bytearray(db.read_bytes())
-    data[offset] ^= 0x55
-    db.write_bytes(bytes(data))
+    data = damage_record(db, 12)
     with pytest.raises(CorruptRecordError, match=rf"^{db}: record 12 fails its checksum .*`picpac repair` drops it"):
         compact(db)
-    assert db.read_bytes() == bytes(data) and no_temps(tmp_path)
+    assert db.read_bytes() == data and no_temps(tmp_path)
 
 
 def test_bytes_of_an_interrupted_append_are_dropped_and_permissions_kept(tmp_path):

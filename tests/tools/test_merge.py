@@ -14,7 +14,7 @@ from picpac.errors import CorruptRecordError, PathExistsError, PicPacValueError
 from picpac.tools.merge import merge
 from picpac.tools.verify import verify
 
-from conftest import make_db, payload, run_console
+from conftest import damage_record, make_db, payload, run_console
 
 
 def write_db(path: Path, n: int, *, start: int = 0, classes: list[str] | None = None, labels=None) -> Path:
@@ -162,11 +162,7 @@ def test_existing_output_and_output_among_the_sources(tmp_path):
 
 def test_a_damaged_source_record_stops_the_merge_and_leaves_no_output(tmp_path):
     a, b = make_db(tmp_path / "a.picpac", 2), make_db(tmp_path / "b.picpac", 3)
-    with picpac.Reader(b) as reader:
-        offset = int(reader.index["offset"][2]) + 20
-    data = bytearray(b.read_bytes())
-    data[offset] ^= 0xFF
-    b.write_bytes(bytes(data))
+    damage_record(b, 2, at=20)
     with pytest.raises(CorruptRecordError, match=rf"^{b}: record 2 fails its checksum"):
         merge([a, b], tmp_path / "out.picpac")
     assert not (tmp_path / "out.picpac").exists() and no_temps(tmp_path)

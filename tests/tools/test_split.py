@@ -6,7 +6,7 @@ import os
 import cv2
 import numpy as np
 import pytest
-from conftest import png, run_console
+from conftest import damage_record, png, run_console
 
 import picpac
 from picpac.errors import PicPacValueError
@@ -179,11 +179,7 @@ def test_an_output_that_is_the_source_is_refused(tmp_path):
 
 def test_a_damaged_record_stops_the_split_naming_it(tmp_path):
     db = build(tmp_path / "d.picpac", [0, 1] * 5, [None] * 10)
-    with picpac.Reader(db) as reader:
-        offset = int(reader.index["offset"][4] + reader.index["size"][4] - 3)
-    with open(db, "r+b") as f:
-        f.seek(offset)
-        f.write(b"\xff")
+    damage_record(db, 4)
     with pytest.raises(picpac.errors.CorruptRecordError, match="record 4"):
         split_db(db, folds=2)
     assert os.listdir(tmp_path) == ["d.picpac"]
