@@ -14,6 +14,10 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
   gets NumPy views of whole batches, so image arrays are never pickled;
 * an exception in a worker comes back with its own type (pickled; :class:`WorkerError` when that
   is impossible), its notes, and the worker's traceback text as one more note;
+* a worker started by ``fork`` first runs a *probe* that touches the process-wide locks of the native
+  libraries the work uses (OpenCV's), and says so; a lock another thread held at the moment of the
+  fork stays locked in the child for ever, so a worker silent past ``PROBE_TIMEOUT`` is killed and
+  forked again (``FORK_ATTEMPTS`` in all) instead of hanging in its first task;
 * ``close()`` (also run by a ``weakref.finalize`` when the pool is dropped or the interpreter
   exits) unlinks the shared memory and stops the workers: a stop message, then SIGTERM, then
   SIGKILL. Workers ignore SIGINT (the consumer handles Ctrl-C and stops them) and exit on their
@@ -34,6 +38,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import connection
@@ -51,8 +56,12 @@ PER_WORKER = 64
 
 # messages, consumer -> worker: (TASK, seq, item, slot), (ARENA, name, shape, dtype), None = stop
 TASK, ARENA = 0, 1
-# worker -> consumer: (OK, seq, array | None, extra), (ERROR, seq, packed), (FATAL, None, packed), (READY,)
-OK, ERROR, FATAL, READY = 0, 1, 2, 3
+# worker -> consumer: (OK, seq, array | None, extra), (ERROR, seq, packed), (FATAL, None, packed), (READY,),
+# (PROBED,): a forked worker got through its probe
+OK, ERROR, FATAL, READY, PROBED = 0, 1, 2, 3, 4
+PROBE_TIMEOUT = 5.0
+"""Seconds a forked worker has to run its probe (milliseconds of work) before it is taken for deadlocked."""
+FORK_ATTEMPTS = 3
 
 
 # -- errors across the process boundary -------------------------------------------------------------
@@ -103,8 +112,20 @@ def _set_parent_death_signal() -> None:
             pass
 
 
+def opencv_probe() -> None:
+    """The default probe of a forked worker: OpenCV calls that take its thread pool's and its thread-local
+    storage's locks (when the parent has loaded OpenCV at all)."""
+    cv2 = sys.modules.get("cv2")
+    if cv2 is None:
+        return
+    image = np.zeros((64, 64, 3), np.uint8)
+    cv2.warpAffine(image, np.float32([[1, 0.1, 0], [0.1, 1, 0]]), (48, 48))
+    cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
+    cv2.imdecode(cv2.imencode(".png", image)[1], cv2.IMREAD_COLOR)
+
+
 def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, death_signal: bool,
-            close_fds: list[int], shaped: bool) -> None:
+            close_fds: list[int], shaped: bool, probe: Callable[[], None] | None) -> None:
     """A worker's life: build the work from the recipe, then run tasks until told to stop."""
     global _WORKER_INDEX
     _WORKER_INDEX = index
@@ -122,6 +143,9 @@ def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, d
         return
     try:
         try:
+            if probe is not None:
+                probe()
+                conn.send((PROBED,))
             work = (pickle.loads(recipe) if isinstance(recipe, bytes) else recipe)()
         except Exception as exc:
             conn.send((FATAL, None, _pack(exc)))
@@ -236,11 +260,13 @@ class ProcessPool:
     :class:`WorkerError` as soon as any worker dies. With ``shaped=True`` the work returns
     ``(array, extra)`` and the array is written into ``arena()[slot]`` when it fits (else it comes
     back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
-    workers and free the shared memory.
+    workers and free the shared memory. ``probe`` (``fork`` only; None: none) runs first in every
+    worker: one still in it after ``PROBE_TIMEOUT`` seconds is taken for deadlocked by a lock copied
+    locked at the fork, and forked again.
     """
 
     def __init__(self, recipe: Any, workers: int, method: str = "spawn", shaped: bool = True,
-                 name: str = "picpac"):
+                 name: str = "picpac", probe: Callable[[], None] | None = opencv_probe):
         if workers < 1:
             raise PicPacValueError(f"workers must be >= 1, got {workers}")
         payload = recipe if isinstance(recipe, bytes) and method == "spawn" else pack_recipe(recipe, method)
@@ -249,28 +275,77 @@ class ProcessPool:
         self._finalizer = weakref.finalize(self, _teardown, self._state)
         self._load = [0] * workers
         self._ready = [False] * workers
+        self._probed = [False] * workers
         self._owner: dict[int, int] = {}  # seq -> worker, for the tasks not collected yet
         self._done: dict[int, tuple] = {}
         self._seq = itertools.count()
         self._arena: np.ndarray | None = None
-        ctx = mp.get_context(method)
-        main = threading.current_thread() is threading.main_thread()
+        self._context = mp.get_context(method)
+        self._args = (payload, os.getpid(), threading.current_thread() is threading.main_thread(), shaped,
+                      probe if method == "fork" else None)
+        self._conns = self._state.conns  # a copy once they are all started
         try:
             for i in range(workers):
-                ours, theirs = ctx.Pipe(duplex=True)
-                inherited = [c.fileno() for c in self._state.conns] + [ours.fileno()] if method == "fork" else []
-                p = ctx.Process(target=_worker, name=f"{name}-{i}", daemon=True,
-                                args=(i, theirs, payload, os.getpid(), main, inherited, shaped))
-                self._start(p, main)
-                theirs.close()
-                self._state.procs.append(p)
-                self._state.conns.append(ours)
+                self._launch(i)
+            if method == "fork" and probe is not None:
+                self._await_probes()
         except BaseException:
             self.close()
             raise
         self._conns = list(self._state.conns)
         self._sentinels = {p.sentinel: i for i, p in enumerate(self._state.procs)}
         self._index = {id(c): i for i, c in enumerate(self._conns)}
+
+    def _launch(self, i: int) -> None:
+        """Start worker ``i`` with a new pipe (again, in place of one a fork left deadlocked)."""
+        payload, parent, main, shaped, probe = self._args
+        state, again = self._state, i < len(self._state.procs)
+        ours, theirs = self._context.Pipe(duplex=True)
+        inherited = [c.fileno() for c in state.conns] + [ours.fileno()] if self.method == "fork" else []
+        p = self._context.Process(target=_worker, name=f"{self.name}-{i}", daemon=True,
+                                  args=(i, theirs, payload, parent, main, inherited, shaped, probe))
+        self._start(p, main)
+        theirs.close()
+        if again:
+            state.procs[i].close()
+            state.procs[i], state.conns[i] = p, ours
+        else:
+            state.procs.append(p)
+            state.conns.append(ours)
+
+    def _await_probes(self) -> None:
+        """Wait until every forked worker has got through its probe; fork again those that hang in it."""
+        waiting = {i: 1 for i in range(self.workers)}  # worker -> attempt
+        deadline = time.monotonic() + PROBE_TIMEOUT
+        while waiting:
+            conns = {id(self._state.conns[i]): i for i in waiting}
+            sentinels = {self._state.procs[i].sentinel: i for i in waiting}
+            for ready in connection.wait(list(sentinels) + [self._state.conns[i] for i in waiting],
+                                         max(0.0, deadline - time.monotonic())):
+                if isinstance(ready, int):  # the worker died before its probe finished
+                    self._died(sentinels[ready])
+                else:
+                    self._drain(conns[id(ready)])  # a start-up failure raises here
+                    if self._probed[conns[id(ready)]]:
+                        del waiting[conns[id(ready)]]
+            if waiting and time.monotonic() >= deadline:
+                for i, attempt in list(waiting.items()):
+                    self._state.procs[i].kill()
+                    self._state.procs[i].join()
+                    if attempt == FORK_ATTEMPTS:
+                        raise WorkerError(
+                            f"picpac worker {i} of {self.workers} hung right after fork {attempt} times in a row: "
+                            "another thread of this process held a lock (OpenCV's, say) at the moment of the fork, "
+                            "and a forked child inherits it locked for ever; use start_method='spawn', or start "
+                            "this pool before other threads run")
+                    warnings.warn(f"picpac worker {i} of {self.workers} hung right after fork (another thread held "
+                                  "a lock at that moment); it was killed and forked again", RuntimeWarning,
+                                  stacklevel=3)
+                    waiting[i] = attempt + 1
+                    dead = self._state.conns[i]
+                    self._launch(i)
+                    dead.close()
+                deadline = time.monotonic() + PROBE_TIMEOUT
 
     @staticmethod
     def _start(p: Any, main: bool) -> None:
@@ -366,11 +441,14 @@ class ProcessPool:
     def _drain(self, i: int) -> None:
         """Handle every message waiting on worker ``i``'s pipe."""
         conn = self._conns[i]
-        try:
-            while conn.poll():
-                self._handle(i, conn.recv())
-        except (EOFError, OSError):
-            self._died(i, drained=True)
+        while True:
+            try:
+                if not conn.poll():
+                    return
+                message = conn.recv()
+            except (EOFError, OSError):
+                self._died(i, drained=True)
+            self._handle(i, message)  # outside the try: a worker's OSError is its own, not a broken pipe
 
     def _handle(self, i: int, message: tuple) -> None:
         kind = message[0]
@@ -380,6 +458,8 @@ class ProcessPool:
             self._done[message[1]] = (ERROR, _unpack(message[2], self._who(i)))
         elif kind == READY:
             self._ready[i] = True
+        elif kind == PROBED:
+            self._probed[i] = True
         else:  # FATAL: the worker could not build its work
             exc = _unpack(message[2], self._who(i))
             exc.add_note(f"{self._who(i)} failed to start")

@@ -421,3 +421,59 @@ def test_shared_batches_against_a_model(clean):
                 last_good = max((j for j, i in enumerate(items) if i % 11 != 3), default=-1)
                 partial = len(good) % batch != 0  # a last, short batch also takes the skipped items after it
                 assert sum(t for _, t in got) == (len(items) if partial else last_good + 1)
+
+
+# -- fork with other threads running ---------------------------------------------------------------------
+def _held_lock(seconds: float | None) -> tuple[threading.Lock, threading.Thread]:
+    """A lock another thread holds (for ``seconds``, or until told): what a fork copies locked."""
+    lock, taken, release = threading.Lock(), threading.Event(), threading.Event()
+
+    def hold():
+        with lock:
+            taken.set()
+            release.wait(seconds)
+    thread = threading.Thread(target=hold, daemon=True)
+    thread.start()
+    taken.wait()
+    thread.release = release
+    return lock, thread
+
+
+def test_a_worker_forked_while_a_lock_was_held_is_forked_again(clean, monkeypatch):
+    from picpac.engine import processes
+    monkeypatch.setattr(processes, "PROBE_TIMEOUT", 0.5)
+    lock, holder = _held_lock(0.7)  # let go between the first fork and the third
+
+    def probe():
+        with lock:
+            pass
+    with pytest.warns(RuntimeWarning, match=r"worker \d of 2 hung right after fork .* forked again"):
+        pool = ProcessPool(square_recipe, 2, "fork", shaped=False, probe=probe)
+    with pool:
+        assert [pool.result(pool.submit(i)) for i in (2, 3)] == [(processes.OK, None, 4), (processes.OK, None, 9)]
+    holder.join()
+
+
+def test_a_worker_that_hangs_after_every_fork_is_an_error(clean, monkeypatch):
+    from picpac.engine import processes
+    monkeypatch.setattr(processes, "PROBE_TIMEOUT", 0.3)
+    lock, holder = _held_lock(None)
+
+    def probe():
+        with lock:
+            pass
+    started = time.monotonic()
+    with pytest.warns(RuntimeWarning), pytest.raises(WorkerError, match=r"hung right after fork 3 times .* "
+                                                     r"start_method='spawn'"):
+        ProcessPool(square_recipe, 2, "fork", shaped=False, probe=probe)
+    assert time.monotonic() - started < 5
+    holder.release.set()
+    holder.join()
+
+
+def test_a_forked_worker_whose_probe_fails_says_why(clean):
+    def probe():
+        raise OSError("no such library")
+    with pytest.raises(OSError, match="no such library") as info:
+        ProcessPool(square_recipe, 1, "fork", shaped=False, probe=probe)
+    assert any(note.endswith("failed to start") for note in info.value.__notes__)
