@@ -441,8 +441,8 @@ def _held_lock(seconds: float | None) -> tuple[threading.Lock, threading.Thread]
 
 def test_a_worker_forked_while_a_lock_was_held_is_forked_again(clean, monkeypatch):
     from picpac.engine import processes
-    monkeypatch.setattr(processes, "PROBE_TIMEOUT", 0.5)
-    lock, holder = _held_lock(0.7)  # let go between the first fork and the third
+    monkeypatch.setattr(processes, "PROBE_TIMEOUT", 1.0)
+    lock, holder = _held_lock(1.3)  # let go after the second fork (at 1 s), well before the third (at 2 s)
 
     def probe():
         with lock:
