@@ -322,23 +322,23 @@ class ProcessPool:
             sentinels = {self._state.procs[i].sentinel: i for i in waiting}
             for ready in connection.wait(list(sentinels) + [self._state.conns[i] for i in waiting],
                                          max(0.0, deadline - time.monotonic())):
-                if isinstance(ready, int):  # the worker died before its probe finished
+                if isinstance(ready, int):  # the worker died before its probe finished: raises
                     self._died(sentinels[ready])
-                else:
-                    self._drain(conns[id(ready)])  # a start-up failure raises here
-                    if self._probed[conns[id(ready)]]:
-                        del waiting[conns[id(ready)]]
+                i = conns[id(ready)]
+                self._drain(i)  # a start-up failure raises here
+                if self._probed[i]:
+                    del waiting[i]
             if waiting and time.monotonic() >= deadline:
                 for i, attempt in list(waiting.items()):
                     self._state.procs[i].kill()
                     self._state.procs[i].join()
                     if attempt == FORK_ATTEMPTS:
                         raise WorkerError(
-                            f"picpac worker {i} of {self.workers} hung right after fork {attempt} times in a row: "
+                            f"{self._who(i)} hung right after fork {attempt} times in a row: "
                             "another thread of this process held a lock (OpenCV's, say) at the moment of the fork, "
                             "and a forked child inherits it locked for ever; use start_method='spawn', or start "
                             "this pool before other threads run")
-                    warnings.warn(f"picpac worker {i} of {self.workers} hung right after fork (another thread held "
+                    warnings.warn(f"{self._who(i)} hung right after fork (another thread held "
                                   "a lock at that moment); it was killed and forked again", RuntimeWarning,
                                   stacklevel=3)
                     waiting[i] = attempt + 1

@@ -447,7 +447,7 @@ def test_a_worker_forked_while_a_lock_was_held_is_forked_again(clean, monkeypatc
     def probe():
         with lock:
             pass
-    with pytest.warns(RuntimeWarning, match=r"worker \d of 2 hung right after fork .* forked again"):
+    with pytest.warns(RuntimeWarning, match=r"worker \d of 2 \(pid \d+\) hung right after fork .* forked again"):
         pool = ProcessPool(square_recipe, 2, "fork", shaped=False, probe=probe)
     with pool:
         assert [pool.result(pool.submit(i)) for i in (2, 3)] == [(processes.OK, None, 4), (processes.OK, None, 9)]
