@@ -142,7 +142,7 @@ def peek(stream: ImageStream) -> tuple:
 
 
 # -- datasets -----------------------------------------------------------------------------------------------
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 _MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold (64-bit)
 
 
@@ -153,11 +153,15 @@ def _restore_malloc() -> None:
     which turns off glibc's adaptive threshold for the whole process: from then on every allocation
     over 128 KiB (each decoded image, each resized sample, each batch) is a fresh ``mmap`` whose pages
     fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
-    kernel than decoding (W1 ran at half speed). Called from inside the
-    generator, so after that kernel is built; a no-op off glibc."""
+    kernel than decoding (W1 ran at half speed). Setting any threshold also freezes the trim threshold
+    at 128 KiB, where glibc's adaptive rule keeps it at twice the mmap threshold: every freed batch's
+    pages went back to the kernel and faulted in again (2.5x the raw stream's page faults), so both are
+    set, as the adaptive rule would at its ceiling. Called from inside the generator, so after that
+    kernel is built; a no-op off glibc."""
     mallopt = _mallopt()
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
+        mallopt(_M_TRIM_THRESHOLD, 2 * _MMAP_THRESHOLD)
 
 
 @functools.cache
