@@ -120,8 +120,7 @@ def run_passes(name: str, db: str, samples: int, epochs: int) -> dict[str, float
             first = first or time.perf_counter() - t0
         assert n == samples, f"{name} pass {len(ends) + 1} delivered {n} of {samples} samples"
         ends.append(time.perf_counter())
-    later = samples * (epochs - 1) / (ends[-1] - ends[0]) if epochs > 1 else float("nan")
-    return {"rate": samples / (ends[0] - t0), "first": first, "later": later}
+    return {"rate": samples / (ends[0] - t0), "first": first, "later": samples * (epochs - 1) / (ends[-1] - ends[0])}
 
 
 def measured(run: Callable[[], dict[str, float]], runs: int = 1) -> dict[str, float]:

@@ -155,8 +155,8 @@ def _restore_malloc() -> None:
     fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
     kernel than decoding (W1 ran at half speed). Setting any threshold also freezes the trim threshold
     at 128 KiB, where glibc's adaptive rule keeps it at twice the mmap threshold: every freed batch's
-    pages went back to the kernel and faulted in again (2.5x the raw stream's page faults), so both are
-    set, as the adaptive rule would at its ceiling. Called from inside the generator, so after that
+    pages went back to the kernel and faulted in again (4x the raw stream's page faults a pass), so both
+    are set, as the adaptive rule would at its ceiling. Called from inside the generator, so after that
     kernel is built; a no-op off glibc."""
     mallopt = _mallopt()
     if mallopt is not None:

@@ -148,7 +148,7 @@ assert len(list(dataset)) in (4, 6)
 before = libc.mallinfo2().hblks
 kept = [np.ones(300_000, np.uint8) for _ in range(50)]  # image-sized arrays, as the decoders make
 mmapped = libc.mallinfo2().hblks - before
-del kept  # 15 MB freed at the heap's top: kept for the next batch's arrays, not handed back to the kernel
+del kept  # 15 MB freed, most at the heap's top: kept for the next arrays, not handed back to the kernel
 print(mmapped, libc.mallinfo2().keepcost)
 """
 
@@ -158,7 +158,7 @@ print(mmapped, libc.mallinfo2().keepcost)
 def test_a_pass_leaves_mallocs_heap_in_use(db, kind):
     # TensorFlow's generator datasets set glibc's mmap threshold to 128 KiB for the whole process: every
     # image-sized array a fresh mmap, faulted in page by page (half W1's throughput); the adapter sets it back.
-    # Nor is freed memory trimmed at 128 KiB (fixing the mmap threshold fixes glibc's trim threshold too): each
+    # Nor is freed memory trimmed past 128 KiB (setting any threshold froze glibc's trim threshold there): each
     # batch's pages were handed back and faulted in again. A fresh process, so the heap starts as a training
     # script's does: 41 of these 50 were mmapped before, and most of the 15 MB was handed back.
     out = subprocess.run([sys.executable, "-c", MMAPPED_CHUNKS, kind, str(db)], capture_output=True, text=True,
