@@ -4,7 +4,8 @@ against the raw ImageStream, and the torch adapter against loaders.py's DataLoad
 The workload, data and DataLoader contenders are loaders.py's, imported from it (not copied): W1
 train (decode -> RandomResizedCrop 224 -> h-flip -> batch 64 uint8) over ../shared/data/imagenet-250
 repeated to --samples (default 2,000). Contenders, interleaved in every round so background load hits
-them alike; medians of --repeats rounds:
+them alike (in the order below in odd rounds, reversed in even ones, so a drift within a round favours
+none); medians of --repeats rounds:
 
   raw     picpac.ImageStream, loaders.py's W1 keys (threads=2, uint8, NHWC, BGR), in this process
   child   the same, in a child process of its own (no framework imported): tf's and jax's baseline
@@ -25,8 +26,10 @@ them). Each adapter is compared with the raw stream in the same kind of process:
 and jax with child. A framework that cannot be imported is skipped with a line saying so.
 
 Target: each adapter >= 0.97 x the raw stream over the passes after the first, the rate a training
-run sees for all its epochs but one; pass 1's ratio (start-up included) is printed beside it. The
-torch adapter's pass 1 is compared with the DataLoaders'.
+run sees for all its epochs but one; pass 1's ratio (start-up included) is printed beside it. A ratio
+is the median over the rounds of each round's own ratio (the adapter against its baseline of the same
+round, so a slow change of the machine's load between rounds cancels), its lowest and highest beside
+it. The torch adapter's pass 1 is compared with the DataLoaders'.
 
     python benchmarks/adapters.py [--samples 2000] [--repeats 5] [--epochs 3] [--adapters torch,tf,jax]
                                   [--no-dataloaders]
@@ -209,10 +212,11 @@ def main() -> int:
         print(f"workload: {loaders.WORKLOADS[WORKLOAD]}; each loader runs {args.epochs} passes (epochs); pass 1 "
               f"is timed from creating the loader; the DataLoaders run pass 1 only; tf, jax and the DataLoaders "
               f"in a child process each (framework imported first)")
-        print(f"runs: {args.repeats} rounds, in each: {' '.join(names)}; medians reported\n", flush=True)
+        print(f"runs: {args.repeats} rounds, in each: {' '.join(names)} (reversed in even rounds); medians "
+              "reported\n", flush=True)
         runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
         for r in range(args.repeats):
-            for n in names:
+            for n in names if r % 2 == 0 else names[::-1]:
                 if n in ("raw", "torch"):
                     result = measured(lambda: run_passes(n, db, args.samples, args.epochs), args.epochs)
                 else:
@@ -224,6 +228,10 @@ def main() -> int:
 
     def med(n: str, key: str) -> float:
         return statistics.median(v[key] for v in runs[n])
+
+    def ratios(n: str, base: str, key: str) -> list[float]:
+        """Each round's ``n`` / ``base`` (``key``: 'rate', pass 1, or 'later'), in order."""
+        return sorted(a[key] / b[key] for a, b in zip(runs[n], runs[base]))
     print(f"\nresults: {args.samples} samples, median of {args.repeats}; load average after the runs "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"  {'':44s} {'pass 1':>9s}  {'first batch':>11s}  {later:>11s}  {'CPU/pass':>8s}  {'faults/pass':>11s}")
@@ -234,13 +242,16 @@ def main() -> int:
               f"{med(n, 'cpu'):6.2f} s  {med(n, 'faults'):11,.0f}   runs [{spread}]")
     print(f"\n  the target is on {later}: the epochs of a training run after the first, whose pass 1 also pays "
           f"the loader's one-time start-up")
+    print(f"  ratios: the median of the {args.repeats} rounds' own ratios [lowest-highest]")
     for n in adapters:
         base = "raw" if n == "torch" else "child"
-        ratio, first = med(n, "later") / med(base, "later"), med(n, "rate") / med(base, "rate")
-        print(f"  {label[n]:26s} / raw stream{' (child)' if base == 'child' else '        '}   {later}: {ratio:5.3f}   "
-              f"target >= {TARGET}   {'PASS' if ratio >= TARGET else 'FAIL'}   (pass 1, start-up included: {first:5.3f})")
+        steady, first = ratios(n, base, "later"), ratios(n, base, "rate")
+        ratio = statistics.median(steady)
+        print(f"  {label[n]:26s} / raw stream{' (child)' if base == 'child' else '        '}   {later}: {ratio:5.3f} "
+              f"[{steady[0]:.3f}-{steady[-1]:.3f}]   target >= {TARGET}   {'PASS' if ratio >= TARGET else 'FAIL'}   "
+              f"(pass 1, start-up included: {statistics.median(first):5.3f} [{first[0]:.3f}-{first[-1]:.3f}])")
     for n in dataloaders:
-        print(f"  {label['torch']:26s} / {label[n]}   pass 1: {med('torch', 'rate') / med(n, 'rate'):5.2f}")
+        print(f"  {label['torch']:26s} / {label[n]}   pass 1: {statistics.median(ratios('torch', n, 'rate')):5.2f}")
     print("\nnot measured here: the GPU step wait (DevicePrefetcher's copy overlapping the step); this machine has "
           "no GPU")
     return 0
