@@ -230,7 +230,7 @@ def main() -> int:
         return statistics.median(v[key] for v in runs[n])
 
     def ratios(n: str, base: str, key: str) -> list[float]:
-        """Each round's ``n`` / ``base`` (``key``: 'rate', pass 1, or 'later'), in order."""
+        """Each round's ``n`` / ``base`` (``key``: 'rate', pass 1, or 'later'), sorted."""
         return sorted(a[key] / b[key] for a, b in zip(runs[n], runs[base]))
     print(f"\nresults: {args.samples} samples, median of {args.repeats}; load average after the runs "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
