@@ -11,15 +11,21 @@ none); medians of --repeats rounds:
   child   the same, in a child process of its own (no framework imported): tf's and jax's baseline
   torch   TorchLoader(memory_format='channels_last'), the same stream keys: uint8 tensors, int64 labels
   tf      tf_dataset(...), the same keys (prefetch(AUTOTUNE), its signature read from the first batch)
-  jax     JaxLoader(...), the same keys (jax.Arrays on the default device, double-buffered)
+  jax     JaxLoader(..., pad=False), the same keys (jax.Arrays on the default device, double-buffered;
+          pad=False as the raw stream: the default pad=True decodes the last batch's 48 fillers, 2.4%
+          more work that is not the adapter's cost)
   pil/cv2 loaders.py's DataLoader(num_workers=2) contenders (b) and (c)
 
 Each loader runs --epochs passes (default 3), epoch 0, 1, ... as a training run does. Two rates:
 pass 1, samples / wall time from creating the loader to its last batch (loaders.py's measure: the
 loader's one-time start-up counted, for JAX the last batch ready on the device), and the passes after
 it, samples / wall time from the end of pass 1 to the end of the last. The DataLoaders run pass 1 only
-(loaders.py's contenders). Each loader's CPU seconds and minor page faults per pass (its process's,
-and its DataLoader workers') are printed beside them. TensorFlow, JAX and the DataLoaders run in a
+(loaders.py's contenders). Beside them, CPU seconds and minor page faults per pass, over the passes
+after the first (for the DataLoaders, their one pass), the CPU split as passes' + kept: the threads
+and processes that each pass starts and ends (the stream's decoding threads; TensorFlow's
+per-iterator threads, which run the generator and so the batch assembly; a DataLoader's worker
+processes) and the threads kept across passes (the consumer's, the framework's pools; read from
+/proc/self/task). TensorFlow, JAX and the DataLoaders run in a
 child process of their own, started every round, the framework imported before the clock starts
 (forking DataLoader workers from this process, once it has run the other loaders' threads, hung
 them). Each adapter is compared with the raw stream in the same kind of process: torch with raw, tf
@@ -28,8 +34,8 @@ and jax with child. A framework that cannot be imported is skipped with a line s
 Target: each adapter >= 0.97 x the raw stream over the passes after the first, the rate a training
 run sees for all its epochs but one; pass 1's ratio (start-up included) is printed beside it. A ratio
 is the median over the rounds of each round's own ratio (the adapter against its baseline of the same
-round, so a slow change of the machine's load between rounds cancels), its lowest and highest beside
-it. The torch adapter's pass 1 is compared with the DataLoaders'.
+round, so a slow change of the machine's load between rounds cancels), with its 95% confidence
+interval (:func:`median_interval`; it needs 6 rounds or more) and the lowest and highest round. The torch adapter's pass 1 is compared with the DataLoaders'.
 
     python benchmarks/adapters.py [--samples 2000] [--repeats 5] [--epochs 3] [--adapters torch,tf,jax]
                                   [--no-dataloaders]
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import resource
 import statistics
@@ -46,7 +53,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -100,9 +107,9 @@ def passes(name: str, db: str, epochs: int) -> Iterator[Iterator[int]]:
 
         def ready(loader: Any) -> Iterator[int]:
             for images, labels, pad in loader:
-                yield int(images.shape[0]) - int(pad)  # JaxLoader pads the last batch to full size
+                yield int(images.shape[0])
             images.block_until_ready()  # the pass ends with its last batch on the device
-        with JaxLoader(db, **keys) as loader:
+        with JaxLoader(db, pad=False, **keys) as loader:
             for epoch in range(epochs):
                 loader.set_epoch(epoch)
                 yield ready(loader)
@@ -113,9 +120,10 @@ def passes(name: str, db: str, epochs: int) -> Iterator[Iterator[int]]:
 def run_passes(name: str, db: str, samples: int, epochs: int) -> dict[str, float]:
     """``epochs`` passes of W1 through one loader ``name`` in this process: the first pass's img/s, timed
     from creating the loader (start-up included), the seconds to its first batch, and the img/s of the
-    passes after it (the loader made, each new pass started by the loop, as a training run's epochs)."""
+    passes after it (the loader made, each new pass started by the loop, as a training run's epochs),
+    with their CPU and page faults per pass (:func:`usage_between`)."""
     t0 = time.perf_counter()
-    ends, first = [], None
+    ends, first, marks = [], None, []
     for counts in passes(name, db, epochs):
         n = 0
         for count in counts:
@@ -123,20 +131,53 @@ def run_passes(name: str, db: str, samples: int, epochs: int) -> dict[str, float
             first = first or time.perf_counter() - t0
         assert n == samples, f"{name} pass {len(ends) + 1} delivered {n} of {samples} samples"
         ends.append(time.perf_counter())
-    return {"rate": samples / (ends[0] - t0), "first": first, "later": samples * (epochs - 1) / (ends[-1] - ends[0])}
+        if len(ends) in (1, epochs):
+            marks.append(usage())
+    return {"rate": samples / (ends[0] - t0), "first": first, "later": samples * (epochs - 1) / (ends[-1] - ends[0]),
+            **usage_between(*marks, epochs - 1)}
 
 
-def measured(run: Callable[[], dict[str, float]], runs: int = 1) -> dict[str, float]:
-    """``run()``'s figures, with the CPU seconds and minor page faults per pass of its ``runs`` passes (this
-    process's and its finished children's: the DataLoaders' workers)."""
-    def usage() -> tuple[float, int]:
-        own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-        return (own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime,
-                own.ru_minflt + children.ru_minflt)
-    cpu, faults = usage()
-    result = run()
-    cpu_after, faults_after = usage()
-    return {**result, "cpu": (cpu_after - cpu) / runs, "faults": (faults_after - faults) / runs}
+def usage() -> dict[str, Any]:
+    """This process's CPU seconds and minor page faults so far, its finished children's (a DataLoader's
+    workers), and each of its living threads' CPU seconds (Linux's ``/proc/self/task``; none elsewhere)."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    threads = {}
+    for tid in os.listdir("/proc/self/task") if os.path.isdir("/proc/self/task") else ():
+        try:
+            with open(f"/proc/self/task/{tid}/schedstat") as f:
+                threads[int(tid)] = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):  # it ended meanwhile
+            pass
+    return {"cpu": own.ru_utime + own.ru_stime, "children": children.ru_utime + children.ru_stime,
+            "faults": own.ru_minflt + children.ru_minflt, "threads": threads}
+
+
+def usage_between(start: dict[str, Any], end: dict[str, Any], runs: int) -> dict[str, float]:
+    """Per pass of the ``runs`` passes between two :func:`usage` marks: CPU seconds, minor page faults,
+    and the CPU split into ``kept``, this process's threads alive at ``end`` (the consumer's, the
+    framework's pools), and ``passes``, the rest of it: the threads that ended between the marks (the
+    stream's decoding threads, which each pass starts and joins before its last batch is given; a
+    framework's per-iterator threads) and the finished child processes (a DataLoader's workers)."""
+    own = end["cpu"] - start["cpu"]
+    kept = sum(seconds - start["threads"].get(tid, 0.0) for tid, seconds in end["threads"].items())
+    children = end["children"] - start["children"]
+    return {"cpu": (own + children) / runs, "faults": (end["faults"] - start["faults"]) / runs,
+            "passes": (own - kept + children) / runs, "kept": kept / runs}
+
+
+def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
+    """A distribution-free ``confidence`` interval of the median of ``values`` (sorted): the order
+    statistics ``values[k]`` and ``values[n - 1 - k]`` with the largest ``k`` for which a binomial(n, 1/2)
+    count falls below ``k + 1`` with probability at most ``(1 - confidence) / 2``; None when ``n`` is too
+    small for any (fewer than 6 at 95%)."""
+    n, tail, k = len(values), (1 - confidence) / 2, -1
+    below = 0.0  # P(binomial(n, 1/2) <= k + 1)
+    while True:
+        below += math.comb(n, k + 1) / 2 ** n
+        if below > tail:
+            break
+        k += 1
+    return None if k < 0 else (values[k], values[n - 1 - k])
 
 
 def run_child(name: str, source: str, samples: int, epochs: int) -> dict[str, float]:
@@ -154,17 +195,16 @@ def child(name: str, source: str, samples: int, epochs: int) -> int:
         loaders.torch.set_num_threads(1)
         paths, labels = json.loads(Path(source).read_text())
 
-        def one_pass() -> dict[str, float]:
-            rate, first = loaders.run_dataloader(paths, labels, name, WORKLOAD)
-            return {"rate": rate, "first": first, "later": float("nan")}
-        print(json.dumps(measured(one_pass)))
+        start = usage()
+        rate, first = loaders.run_dataloader(paths, labels, name, WORKLOAD)
+        print(json.dumps({"rate": rate, "first": first, "later": float("nan"), **usage_between(start, usage(), 1)}))
         return 0
     if name != "child":
         __import__(MODULES[name])
     if name == "jax":
         import jax
         jax.numpy.zeros(1).block_until_ready()  # the backend started before the clock, as torch's is
-    print(json.dumps(measured(lambda: run_passes(name, source, samples, epochs), epochs)))
+    print(json.dumps(run_passes(name, source, samples, epochs)))
     return 0
 
 
@@ -218,7 +258,7 @@ def main() -> int:
         for r in range(args.repeats):
             for n in names if r % 2 == 0 else names[::-1]:
                 if n in ("raw", "torch"):
-                    result = measured(lambda: run_passes(n, db, args.samples, args.epochs), args.epochs)
+                    result = run_passes(n, db, args.samples, args.epochs)
                 else:
                     result = run_child(n, lists if n in dataloaders else db, args.samples, args.epochs)
                 runs[n].append(result)
@@ -234,22 +274,29 @@ def main() -> int:
         return sorted(a[key] / b[key] for a, b in zip(runs[n], runs[base]))
     print(f"\nresults: {args.samples} samples, median of {args.repeats}; load average after the runs "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
-    print(f"  {'':44s} {'pass 1':>9s}  {'first batch':>11s}  {later:>11s}  {'CPU/pass':>8s}  {'faults/pass':>11s}")
+    print(f"  {'':44s} {'pass 1':>9s}  {'first batch':>11s}  {later:>11s}  {'CPU/pass = passes + kept':>25s}  "
+          f"{'faults/pass':>11s}")
     for n in names:
         steady = "" if n in dataloaders else f"{med(n, 'later'):7.0f} img/s"
         spread = ", ".join(f"{v['rate']:.0f}" + ("" if n in dataloaders else f"/{v['later']:.0f}") for v in runs[n])
         print(f"  {label[n]:44s} {med(n, 'rate'):5.0f} img/s  {med(n, 'first'):9.2f} s  {steady:>11s}  "
-              f"{med(n, 'cpu'):6.2f} s  {med(n, 'faults'):11,.0f}   runs [{spread}]")
+              f"{med(n, 'cpu'):6.2f} s = {med(n, 'passes'):5.2f} + {med(n, 'kept'):4.2f} s  {med(n, 'faults'):11,.0f}   "
+              f"runs [{spread}]")
     print(f"\n  the target is on {later}: the epochs of a training run after the first, whose pass 1 also pays "
           f"the loader's one-time start-up")
-    print(f"  ratios: the median of the {args.repeats} rounds' own ratios [lowest-highest]")
+    print(f"  ratios: the median of the {args.repeats} rounds' own ratios (its 95% confidence interval; the lowest and "
+          "highest round)")
+    def summary(values: list[float]) -> str:
+        interval = median_interval(values)
+        within = "CI n/a" if interval is None else f"CI {interval[0]:.3f}-{interval[1]:.3f}"
+        return f"{statistics.median(values):5.3f} ({within}; {values[0]:.3f}-{values[-1]:.3f})"
     for n in adapters:
         base = "raw" if n == "torch" else "child"
-        steady, first = ratios(n, base, "later"), ratios(n, base, "rate")
+        steady = ratios(n, base, "later")
         ratio = statistics.median(steady)
-        print(f"  {label[n]:26s} / raw stream{' (child)' if base == 'child' else '        '}   {later}: {ratio:5.3f} "
-              f"[{steady[0]:.3f}-{steady[-1]:.3f}]   target >= {TARGET}   {'PASS' if ratio >= TARGET else 'FAIL'}   "
-              f"(pass 1, start-up included: {statistics.median(first):5.3f} [{first[0]:.3f}-{first[-1]:.3f}])")
+        print(f"  {label[n]:26s} / raw stream{' (child)' if base == 'child' else '        '}   {later}: {summary(steady)}"
+              f"   target >= {TARGET}   {'PASS' if ratio >= TARGET else 'FAIL'}   (pass 1, start-up included: "
+              f"{summary(ratios(n, base, 'rate'))})")
     for n in dataloaders:
         print(f"  {label['torch']:26s} / {label[n]}   pass 1: {statistics.median(ratios('torch', n, 'rate')):5.2f}")
     print("\nnot measured here: the GPU step wait (DevicePrefetcher's copy overlapping the step); this machine has "
