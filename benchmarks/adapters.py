@@ -21,7 +21,7 @@ pass 1, samples / wall time from creating the loader to its last batch (loaders.
 loader's one-time start-up counted, for JAX the last batch ready on the device), and the passes after
 it, samples / wall time from the end of pass 1 to the end of the last. The DataLoaders run pass 1 only
 (loaders.py's contenders). Beside them, CPU seconds and minor page faults per pass, over the passes
-after the first (for the DataLoaders, their one pass), the CPU split as passes' + kept: the threads
+after the first (for the DataLoaders, their one pass), the CPU split as passes + kept: the threads
 and processes that each pass starts and ends (the stream's decoding threads; TensorFlow's
 per-iterator threads, which run the generator and so the batch assembly; a DataLoader's worker
 processes) and the threads kept across passes (the consumer's, the framework's pools; read from
@@ -35,7 +35,8 @@ Target: each adapter >= 0.97 x the raw stream over the passes after the first, t
 run sees for all its epochs but one; pass 1's ratio (start-up included) is printed beside it. A ratio
 is the median over the rounds of each round's own ratio (the adapter against its baseline of the same
 round, so a slow change of the machine's load between rounds cancels), with its 95% confidence
-interval (:func:`median_interval`; it needs 6 rounds or more) and the lowest and highest round. The torch adapter's pass 1 is compared with the DataLoaders'.
+interval (:func:`median_interval`; it needs 6 rounds or more) and the lowest and highest round. The
+torch adapter's pass 1 is compared with the DataLoaders'.
 
     python benchmarks/adapters.py [--samples 2000] [--repeats 5] [--epochs 3] [--adapters torch,tf,jax]
                                   [--no-dataloaders]
