@@ -287,6 +287,7 @@ def main() -> int:
           f"the loader's one-time start-up")
     print(f"  ratios: the median of the {args.repeats} rounds' own ratios (its 95% confidence interval; the lowest and "
           "highest round)")
+
     def summary(values: list[float]) -> str:
         interval = median_interval(values)
         within = "CI n/a" if interval is None else f"CI {interval[0]:.3f}-{interval[1]:.3f}"
