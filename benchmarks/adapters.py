@@ -3,48 +3,48 @@ against the raw ImageStream, and the torch adapter against loaders.py's DataLoad
 
 The workload, data and DataLoader contenders are loaders.py's, imported from it (not copied): W1
 train (decode -> RandomResizedCrop 224 -> h-flip -> batch 64 uint8) over ../shared/data/imagenet-250
-repeated to --samples (default 2,000). Contenders, interleaved in every round so background load hits
-them alike (in the order below in odd rounds, reversed in even ones, so a drift within a round favours
-none); medians of --repeats rounds:
+repeated to --samples (default 2,000).
 
-  raw     picpac.ImageStream, loaders.py's W1 keys (threads=2, uint8, NHWC, BGR), in this process
-  child   the same, in a child process of its own (no framework imported): tf's and jax's baseline
-  torch   TorchLoader(memory_format='channels_last'), the same stream keys: uint8 tensors, int64 labels
-  tf      tf_dataset(...), the same keys (prefetch(AUTOTUNE), its signature read from the first batch)
-  jax     JaxLoader(..., pad=False), the same keys (jax.Arrays on the default device, double-buffered;
-          pad=False as the raw stream: the default pad=True decodes the last batch's 48 fillers, 2.4%
-          more work that is not the adapter's cost)
-  pil/cv2 loaders.py's DataLoader(num_workers=2) contenders (b) and (c)
+Overhead. Every loader runs in a loader process of its own, a child that imports its framework (the
+raw stream's imports none), makes its loader at its first pass and keeps it, and runs one pass, the
+next epoch, each time it is told to: the loop of a training run's epochs. Each adapter is paired
+with a raw-stream process of its own, and a control pairs two raw-stream processes:
 
-Each loader runs --epochs passes (default 3), epoch 0, 1, ... as a training run does. Two rates:
-pass 1, samples / wall time from creating the loader to its last batch (loaders.py's measure: the
-loader's one-time start-up counted, for JAX the last batch ready on the device), and the passes after
-it, samples / wall time from the end of pass 1 to the end of the last. The DataLoaders run pass 1 only
-(loaders.py's contenders). Beside them, CPU seconds and minor page faults per pass, over the passes
-after the first (for the DataLoaders, their one pass), the CPU split as passes + kept: the threads
-and processes that each pass starts and ends (the stream's decoding threads; TensorFlow's
-per-iterator threads, which run the generator and so the batch assembly; a DataLoader's worker
-processes) and the threads kept across passes (the consumer's, the framework's pools; read from
-/proc/self/task). TensorFlow, JAX and the DataLoaders run in a
-child process of their own, started every round, the framework imported before the clock starts
-(forking DataLoader workers from this process, once it has run the other loaders' threads, hung
-them). Each adapter is compared with the raw stream in the same kind of process: torch with raw, tf
-and jax with child. A framework that cannot be imported is skipped with a line saying so.
+  raw      picpac.ImageStream, loaders.py's W1 keys (threads=2, uint8, NHWC, BGR)
+  torch    TorchLoader(memory_format='channels_last'), the same stream keys: uint8 tensors, int64 labels
+  tf       tf_dataset(...), the same keys (prefetch(AUTOTUNE), its signature read from the first batch)
+  jax      JaxLoader(..., pad=False), the same keys (jax.Arrays on the default device, double-buffered;
+           pad=False as the raw stream: the default pad=True decodes the last batch's 48 fillers, 2.4%
+           more work that is not the adapter's cost)
+  control  a second raw stream: what the measure gives for two identical loaders (its noise)
 
-Target: each adapter >= 0.97 x the raw stream over the passes after the first, the rate a training
-run sees for all its epochs but one; pass 1's ratio (start-up included) is printed beside it. A ratio
-is the median over the rounds of each round's own ratio (the adapter against its baseline of the same
-round, so a slow change of the machine's load between rounds cancels), with its 95% confidence
-interval (:func:`median_interval`; it needs 6 rounds or more) and the lowest and highest round. The
-torch adapter's pass 1 is compared with the DataLoaders'.
+Pass 1 (epoch 0) is timed from making the loader (its start-up counted), then --pairs pairs: in pair
+i both loaders of each comparison run epoch i, one straight after the other (the raw stream first in
+odd pairs, second in even ones; the comparisons' order rotates from pair to pair), so a pair's two
+passes decode the same samples with the same augmentation, on a machine in the same state; only one
+loader process runs at a time. A pair's ratio is the raw pass's time over the adapter's (the
+adapter's rate / the raw stream's), and an adapter's ratio the median of its pairs', with a
+distribution-free 95% confidence interval (:func:`median_interval`; 6 pairs at least) and the lowest
+and highest pair. Target: each adapter >= 0.97 x the raw stream. Beside the rates: CPU seconds and
+minor page faults per pass (the pairs' medians), the CPU split as passes + kept: the threads that
+each pass starts and ends (the stream's decoding threads; TensorFlow's per-iterator threads, which
+run the generator and so the batch assembly) and the threads kept across passes (the consumer's, the
+framework's pools; read from /proc/self/task).
 
-    python benchmarks/adapters.py [--samples 2000] [--repeats 5] [--epochs 3] [--adapters torch,tf,jax]
-                                  [--no-dataloaders]
+DataLoaders. --repeats rounds (default 5) of fresh processes, in the order below (reversed in even
+rounds): the torch adapter's pass 1 (start-up counted) and loaders.py's DataLoader(num_workers=2)
+contenders (c) cv2 and (b) PIL, one pass each; the torch adapter against each, the median of the
+rounds' ratios. A framework that cannot be imported is skipped with a line saying so.
+
+    python benchmarks/adapters.py [--samples 2000] [--pairs 30] [--repeats 5] [--adapters torch,tf,jax]
+                                  [--no-control] [--no-dataloaders]
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
+import itertools
 import json
 import math
 import os
@@ -68,6 +68,7 @@ TARGET = 0.97
 WORKLOAD = "W1"
 ADAPTERS = {"torch": "TorchLoader (torch)", "tf": "tf_dataset (tensorflow)", "jax": "JaxLoader (jax)"}
 MODULES = {"torch": "torch", "tf": "tensorflow", "jax": "jax"}
+REPLY = "adapters-benchmark: "  # a loader process's answers on its stdout start with this
 
 
 def stream_keys() -> dict:
@@ -76,13 +77,14 @@ def stream_keys() -> dict:
                 shuffle=True, transforms=picpac_transforms(WORKLOAD))
 
 
-def passes(name: str, db: str, epochs: int) -> Iterator[Iterator[int]]:
-    """Loader ``name`` over ``db``, made when this generator starts: its passes, epochs 0 to ``epochs - 1``,
+def passes(name: str, db: str) -> Iterator[Iterator[int]]:
+    """Loader ``name`` over ``db``, made when this generator starts: its passes, epochs 0, 1, 2, ...,
     each an iterator of the batches' real sample counts."""
     keys = stream_keys()
-    if name in ("raw", "child"):
+    epochs = itertools.count()
+    if name == "raw":
         with picpac.ImageStream(db, **keys) as stream:
-            for epoch in range(epochs):
+            for epoch in epochs:
                 stream.set_epoch(epoch)
                 yield (len(images) for images, labels, pad in stream)
     elif name == "torch":
@@ -95,13 +97,13 @@ def passes(name: str, db: str, epochs: int) -> Iterator[Iterator[int]]:
                 assert images.dtype == torch.uint8 and tuple(images.shape[1:]) == (3, SIZE, SIZE)
                 yield len(images)
         with TorchLoader(db, memory_format="channels_last", **keys) as loader:
-            for epoch in range(epochs):
+            for epoch in epochs:
                 loader.set_epoch(epoch)
                 yield counts(loader)
     elif name == "tf":
         from picpac.adapters.tf import tf_dataset
         dataset = tf_dataset(db, **keys)  # each iteration of it is the stream's next epoch
-        for _ in range(epochs):
+        for _ in epochs:
             yield (int(images.shape[0]) for images, labels, pad in dataset)
     elif name == "jax":
         from picpac.adapters.jax import JaxLoader
@@ -111,31 +113,11 @@ def passes(name: str, db: str, epochs: int) -> Iterator[Iterator[int]]:
                 yield int(images.shape[0])
             images.block_until_ready()  # the pass ends with its last batch on the device
         with JaxLoader(db, pad=False, **keys) as loader:
-            for epoch in range(epochs):
+            for epoch in epochs:
                 loader.set_epoch(epoch)
                 yield ready(loader)
     else:
         raise ValueError(name)
-
-
-def run_passes(name: str, db: str, samples: int, epochs: int) -> dict[str, float]:
-    """``epochs`` passes of W1 through one loader ``name`` in this process: the first pass's img/s, timed
-    from creating the loader (start-up included), the seconds to its first batch, and the img/s of the
-    passes after it (the loader made, each new pass started by the loop, as a training run's epochs),
-    with their CPU and page faults per pass (:func:`usage_between`)."""
-    t0 = time.perf_counter()
-    ends, first, marks = [], None, []
-    for counts in passes(name, db, epochs):
-        n = 0
-        for count in counts:
-            n += count
-            first = first or time.perf_counter() - t0
-        assert n == samples, f"{name} pass {len(ends) + 1} delivered {n} of {samples} samples"
-        ends.append(time.perf_counter())
-        if len(ends) in (1, epochs):
-            marks.append(usage())
-    return {"rate": samples / (ends[0] - t0), "first": first, "later": samples * (epochs - 1) / (ends[-1] - ends[0]),
-            **usage_between(*marks, epochs - 1)}
 
 
 def usage() -> dict[str, Any]:
@@ -153,17 +135,17 @@ def usage() -> dict[str, Any]:
             "faults": own.ru_minflt + children.ru_minflt, "threads": threads}
 
 
-def usage_between(start: dict[str, Any], end: dict[str, Any], runs: int) -> dict[str, float]:
-    """Per pass of the ``runs`` passes between two :func:`usage` marks: CPU seconds, minor page faults,
-    and the CPU split into ``kept``, this process's threads alive at ``end`` (the consumer's, the
-    framework's pools), and ``passes``, the rest of it: the threads that ended between the marks (the
-    stream's decoding threads, which each pass starts and joins before its last batch is given; a
-    framework's per-iterator threads) and the finished child processes (a DataLoader's workers)."""
+def usage_between(start: dict[str, Any], end: dict[str, Any]) -> dict[str, float]:
+    """CPU seconds and minor page faults between two :func:`usage` marks, the CPU split into ``kept``,
+    this process's threads alive at ``end`` (the consumer's, the framework's pools), and ``passes``, the
+    rest of it: the threads that ended between the marks (the stream's decoding threads, which each pass
+    starts and joins before its last batch is given; a framework's per-iterator threads) and the
+    finished child processes (a DataLoader's workers)."""
     own = end["cpu"] - start["cpu"]
     kept = sum(seconds - start["threads"].get(tid, 0.0) for tid, seconds in end["threads"].items())
     children = end["children"] - start["children"]
-    return {"cpu": (own + children) / runs, "faults": (end["faults"] - start["faults"]) / runs,
-            "passes": (own - kept + children) / runs, "kept": kept / runs}
+    return {"cpu": own + children, "faults": end["faults"] - start["faults"], "passes": own - kept + children,
+            "kept": kept}
 
 
 def median_interval(values: list[float], confidence: float = 0.95) -> tuple[float, float] | None:
@@ -181,126 +163,250 @@ def median_interval(values: list[float], confidence: float = 0.95) -> tuple[floa
     return None if k < 0 else (values[k], values[n - 1 - k])
 
 
-def run_child(name: str, source: str, samples: int, epochs: int) -> dict[str, float]:
-    """``name``'s passes in a fresh child process, its framework imported there before the clock starts."""
-    out = subprocess.run([sys.executable, __file__, "--child", name, "--db", source, "--samples", str(samples),
-                          "--epochs", str(epochs)], capture_output=True, text=True, check=False,
-                         env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
-    if out.returncode != 0:
-        raise SystemExit(f"the {name} child failed ({out.returncode}):\n{out.stderr[-3000:]}")
-    return json.loads(out.stdout.strip().splitlines()[-1])
+# -- loader processes --------------------------------------------------------------------------------------
+def answer(message: dict) -> None:
+    print(REPLY + json.dumps(message), flush=True)
 
 
-def child(name: str, source: str, samples: int, epochs: int) -> int:
-    if name in ("cv2", "pil"):  # a fresh process: its DataLoader forks no thread state of this benchmark's
-        loaders.torch.set_num_threads(1)
-        paths, labels = json.loads(Path(source).read_text())
-
-        start = usage()
-        rate, first = loaders.run_dataloader(paths, labels, name, WORKLOAD)
-        print(json.dumps({"rate": rate, "first": first, "later": float("nan"), **usage_between(start, usage(), 1)}))
-        return 0
-    if name != "child":
+def serve(name: str, db: str, samples: int) -> int:
+    """A loader process: imports ``name``'s framework, answers that it is ready, then runs one pass, the
+    loader's next epoch, for each line on stdin, answering with the pass's seconds (from the command;
+    the first pass's include making the loader), seconds to its first batch, and :func:`usage_between`."""
+    if name == "torch":
+        import torch
+        torch.set_num_threads(1)  # as the DataLoader contenders' processes (the adapter runs no torch op)
+    elif name != "raw":
         __import__(MODULES[name])
     if name == "jax":
         import jax
-        jax.numpy.zeros(1).block_until_ready()  # the backend started before the clock, as torch's is
-    print(json.dumps(run_passes(name, source, samples, epochs)))
+        jax.numpy.zeros(1).block_until_ready()  # the backend started before any pass, as torch's is
+    answer({})
+    loader = passes(name, db)  # the loader is made at the first pass
+    for _ in sys.stdin:
+        start, t0 = usage(), time.perf_counter()
+        n, first = 0, None
+        for count in next(loader):
+            n += count
+            first = first or time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        assert n == samples, f"{name}: a pass delivered {n} of {samples} samples"
+        answer({"seconds": seconds, "first": first, **usage_between(start, usage())})
+    loader.close()
     return 0
+
+
+class LoaderProcess:
+    """One loader process (:func:`serve`), ``name``'s, run pass by pass; its stderr goes to ``log``."""
+
+    def __init__(self, name: str, db: str, samples: int, log: Path):
+        self.name, self.log = name, log
+        self.stderr = log.open("w")
+        self.process = subprocess.Popen(
+            [sys.executable, __file__, "--serve", name, "--db", db, "--samples", str(samples)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.stderr, text=True,
+            env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3"))
+
+    def answer(self) -> dict[str, float]:
+        """The process's next answer (the first: that it is ready)."""
+        for line in self.process.stdout:
+            if line.startswith(REPLY):
+                return json.loads(line[len(REPLY):])
+        self.close()
+        raise SystemExit(f"the {self.name} loader process failed ({self.process.returncode}):\n"
+                         f"{self.log.read_text()[-3000:]}")
+
+    def run_pass(self) -> dict[str, float]:
+        try:
+            self.process.stdin.write("pass\n")
+            self.process.stdin.flush()
+        except BrokenPipeError:  # it died: answer() says why
+            pass
+        return self.answer()
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+        except BrokenPipeError:
+            pass
+        try:
+            self.process.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        self.stderr.close()
+
+
+def overhead(comparisons: list[str], db: str, samples: int, pairs: int, tmp: Path) -> dict[str, tuple[list, list]]:
+    """Pass 1 and ``pairs`` pairs of passes of each comparison's two loader processes, the raw stream's
+    and the adapter's (the control's: a second raw stream's), printed as they come:
+    ``{comparison: (the raw stream's passes, the adapter's)}``, pass 1 first."""
+    runs: dict[str, tuple[list, list]] = {c: ([], []) for c in comparisons}
+    with contextlib.ExitStack() as stack:
+        processes = {c: tuple(stack.enter_context(contextlib.closing(
+            LoaderProcess(name, db, samples, tmp / f"{c}-{side}.log"))) for side, name in
+            enumerate(("raw", "raw" if c == "control" else c))) for c in comparisons}
+        for pair in processes.values():  # every framework imported before any pass runs
+            for process in pair:
+                process.answer()
+        for i in range(pairs + 1):
+            k = i % len(comparisons)
+            for c in comparisons[k:] + comparisons[:k]:
+                for side in (0, 1) if i % 2 else (1, 0):  # the raw stream first in odd pairs
+                    runs[c][side].append(processes[c][side].run_pass())
+            ratios = "  ".join(f"{c} {runs[c][0][i]['seconds'] / runs[c][1][i]['seconds']:.3f}" for c in comparisons)
+            rates = [samples / runs[c][side][i]["seconds"] for c in comparisons for side in (0, 1)]
+            print(f"  {'pass 1' if i == 0 else f'pair {i}/{pairs}':11s} {ratios}   (passes {min(rates):.0f}-"
+                  f"{max(rates):.0f} img/s)", flush=True)
+    return runs
+
+
+# -- DataLoader contenders ---------------------------------------------------------------------------------
+def dataloader_child(name: str, lists: str) -> int:
+    """One DataLoader contender's pass in this fresh process (its DataLoader forks no thread state of the
+    benchmark's), printed as :func:`answer`."""
+    loaders.torch.set_num_threads(1)
+    paths, labels = json.loads(Path(lists).read_text())
+    start = usage()
+    rate, first = loaders.run_dataloader(paths, labels, name, WORKLOAD)
+    answer({"seconds": len(paths) / rate, "first": first, **usage_between(start, usage())})
+    return 0
+
+
+def run_dataloader(name: str, lists: str) -> dict[str, float]:
+    out = subprocess.run([sys.executable, __file__, "--dataloader", name, "--db", lists], capture_output=True,
+                         text=True, check=False)
+    replies = [line for line in out.stdout.splitlines() if line.startswith(REPLY)]
+    if out.returncode != 0 or not replies:
+        raise SystemExit(f"the {name} DataLoader process failed ({out.returncode}):\n{out.stderr[-3000:]}")
+    return json.loads(replies[-1][len(REPLY):])
+
+
+def against_dataloaders(dataloaders: list[str], db: str, lists: str, samples: int, repeats: int,
+                        tmp: Path) -> dict[str, list]:
+    """``repeats`` rounds of the torch adapter's pass 1 and each DataLoader contender's pass, each in a
+    fresh process (in the order given, reversed in even rounds), printed as they come."""
+    names = ["torch", *dataloaders]
+    runs: dict[str, list] = {n: [] for n in names}
+    for r in range(repeats):
+        for n in names if r % 2 == 0 else names[::-1]:
+            if n == "torch":
+                with contextlib.closing(LoaderProcess("torch", db, samples, tmp / "dataloaders-torch.log")) as torch:
+                    torch.answer()
+                    result = torch.run_pass()
+            else:
+                result = run_dataloader(n, lists)
+            runs[n].append(result)
+            print(f"  round {r + 1}/{repeats} {n:5s} pass 1 {samples / result['seconds']:5.0f} img/s (first batch "
+                  f"after {result['first']:.2f} s)", flush=True)
+    return runs
+
+
+# -- the report ------------------------------------------------------------------------------------------------
+def summary(values: list[float]) -> str:
+    """The median of ``values``, its 95% confidence interval and their lowest and highest."""
+    values = sorted(values)
+    interval = median_interval(values)
+    within = "CI n/a" if interval is None else f"CI {interval[0]:.3f}-{interval[1]:.3f}"
+    return f"{statistics.median(values):5.3f} ({within}; {values[0]:.3f}-{values[-1]:.3f})"
+
+
+def row(label: str, samples: int, firsts: list[dict], later: list[dict]) -> str:
+    """A loader's line: its pass 1 rate and seconds to the first batch (the medians of ``firsts``), the
+    median rate of the passes after it (``later``, if any) and their median CPU and faults per pass
+    (``firsts``' without them)."""
+    def med(passes: list[dict], key: str) -> float:
+        return statistics.median(p[key] for p in passes)
+    usage = later or firsts
+    steady = f"{samples / med(later, 'seconds'):7.0f} img/s" if later else ""
+    return (f"  {label:44s} {samples / med(firsts, 'seconds'):5.0f} img/s  {med(firsts, 'first'):9.2f} s  "
+            f"{steady:>11s}  {med(usage, 'cpu'):6.2f} s = {med(usage, 'passes'):5.2f} + {med(usage, 'kept'):4.2f} s  "
+            f"{med(usage, 'faults'):11,.0f}")
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=2000)
-    ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--epochs", type=int, default=3, help="passes through each loader (>= 2)")
+    ap.add_argument("--pairs", type=int, default=30, help="pairs of passes of each comparison after pass 1")
+    ap.add_argument("--repeats", type=int, default=5, help="rounds of the DataLoader comparison")
     ap.add_argument("--adapters", default="torch,tf,jax")
+    ap.add_argument("--no-control", action="store_true", help="skip the raw stream / raw stream control")
     ap.add_argument("--no-dataloaders", action="store_true", help="skip loaders.py's DataLoader contenders")
-    ap.add_argument("--child", help=argparse.SUPPRESS)
+    ap.add_argument("--serve", help=argparse.SUPPRESS)
+    ap.add_argument("--dataloader", help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.epochs < 2:
-        ap.error("--epochs: at least 2 (the target is on the passes after the first)")
-    if args.child:
-        return child(args.child, args.db, args.samples, args.epochs)
+    if args.serve:
+        return serve(args.serve, args.db, args.samples)
+    if args.dataloader:
+        return dataloader_child(args.dataloader, args.db)
+    if args.pairs < 1 or args.repeats < 1:
+        ap.error("--pairs and --repeats: at least 1")
 
     adapters = []
-    for name in args.adapters.split(","):
+    for name in filter(None, args.adapters.split(",")):
         if name not in ADAPTERS:
             ap.error(f"unknown adapter {name!r}: torch, tf, jax")
         if importlib.util.find_spec(MODULES[name]) is None:
             print(f"skipped: {ADAPTERS[name]}: {MODULES[name]} is not installed (pip install 'picpac[{name}]')")
         else:
             adapters.append(name)
-    dataloaders = [] if args.no_dataloaders or "torch" not in adapters or loaders._MISSING is not None else ["cv2", "pil"]
+    comparisons = adapters + ([] if args.no_control else ["control"])
+    with_dataloaders = not args.no_dataloaders and "torch" in adapters and loaders._MISSING is None
+    dataloaders = ["cv2", "pil"] if with_dataloaders else []
     if not args.no_dataloaders and not dataloaders:
         print("skipped: the DataLoader contenders (they need torch and Pillow: pip install torch==2.13.0 pillow)")
-    if dataloaders:
-        loaders.torch.set_num_threads(1)
-    names = ["raw"] + (["child"] if {"tf", "jax"} & set(adapters) else []) + adapters + dataloaders
-    label = {"raw": "raw picpac.ImageStream(threads=2)", "child": "the same, in a child process", **ADAPTERS,
-             "cv2": loaders.CONTENDERS["cv2"], "pil": loaders.CONTENDERS["pil"]}
-    later = f"passes 2-{args.epochs}" if args.epochs > 2 else "pass 2"
-
+    label = {**ADAPTERS, "control": "control: the raw stream, a second process", "cv2": loaders.CONTENDERS["cv2"],
+             "pil": loaders.CONTENDERS["pil"]}
+    runs: dict[str, tuple[list, list]] = {}
+    rounds: dict[str, list] = {}
     with tempfile.TemporaryDirectory(prefix="picpac-adapters-") as tmp:
         t = time.perf_counter()
         paths, labels, jpegs, db, note = loaders.prepare(tmp, args.samples, False)
-        lists = os.path.join(tmp, "files.json")  # the DataLoader children's file list
+        lists = os.path.join(tmp, "files.json")  # the DataLoader processes' file list
         Path(lists).write_text(json.dumps([paths, labels]))
         print(f"data: {note} (prepared in {time.perf_counter() - t:.0f} s)")
         print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, load average before the runs "
               f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} (shared machine: other work runs beside these)")
-        print(f"workload: {loaders.WORKLOADS[WORKLOAD]}; each loader runs {args.epochs} passes (epochs); pass 1 "
-              f"is timed from creating the loader; the DataLoaders run pass 1 only; tf, jax and the DataLoaders "
-              f"in a child process each (framework imported first)")
-        print(f"runs: {args.repeats} rounds, in each: {' '.join(names)} (reversed in even rounds); medians "
-              "reported\n", flush=True)
-        runs: dict[str, list[dict[str, float]]] = {n: [] for n in names}
-        for r in range(args.repeats):
-            for n in names if r % 2 == 0 else names[::-1]:
-                if n in ("raw", "torch"):
-                    result = run_passes(n, db, args.samples, args.epochs)
-                else:
-                    result = run_child(n, lists if n in dataloaders else db, args.samples, args.epochs)
-                runs[n].append(result)
-                print(f"  round {r + 1}/{args.repeats} {n:5s} pass 1 {result['rate']:5.0f} img/s (first batch after "
-                      f"{result['first']:.2f} s)" + ("" if n in dataloaders else
-                                                     f", {later} {result['later']:5.0f} img/s"), flush=True)
+        print(f"workload: {loaders.WORKLOADS[WORKLOAD]}")
+        if comparisons:
+            print(f"\noverhead: each of {', '.join(comparisons)} against a raw stream of its own, one loader process "
+                  f"each: pass 1 (epoch 0, start-up counted), then {args.pairs} pairs of passes (pair i: epoch i of "
+                  "both, back to back); each figure the raw pass's time / the other's\n", flush=True)
+            runs = overhead(comparisons, db, args.samples, args.pairs, Path(tmp))
+        if dataloaders:
+            print(f"\nDataLoaders: {args.repeats} rounds of torch {' '.join(dataloaders)} (reversed in even rounds), "
+                  "pass 1 each in a fresh process\n", flush=True)
+            rounds = against_dataloaders(dataloaders, db, lists, args.samples, args.repeats, Path(tmp))
 
-    def med(n: str, key: str) -> float:
-        return statistics.median(v[key] for v in runs[n])
-
-    def ratios(n: str, base: str, key: str) -> list[float]:
-        """Each round's ``n`` / ``base`` (``key``: 'rate', pass 1, or 'later'), sorted."""
-        return sorted(a[key] / b[key] for a, b in zip(runs[n], runs[base]))
-    print(f"\nresults: {args.samples} samples, median of {args.repeats}; load average after the runs "
+    later = f"passes 2-{args.pairs + 1}"
+    print(f"\nresults: {args.samples} samples; load average after the runs "
           f"{' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"  {'':44s} {'pass 1':>9s}  {'first batch':>11s}  {later:>11s}  {'CPU/pass = passes + kept':>25s}  "
           f"{'faults/pass':>11s}")
-    for n in names:
-        steady = "" if n in dataloaders else f"{med(n, 'later'):7.0f} img/s"
-        spread = ", ".join(f"{v['rate']:.0f}" + ("" if n in dataloaders else f"/{v['later']:.0f}") for v in runs[n])
-        print(f"  {label[n]:44s} {med(n, 'rate'):5.0f} img/s  {med(n, 'first'):9.2f} s  {steady:>11s}  "
-              f"{med(n, 'cpu'):6.2f} s = {med(n, 'passes'):5.2f} + {med(n, 'kept'):4.2f} s  {med(n, 'faults'):11,.0f}   "
-              f"runs [{spread}]")
-    print(f"\n  the target is on {later}: the epochs of a training run after the first, whose pass 1 also pays "
-          f"the loader's one-time start-up")
-    print(f"  ratios: the median of the {args.repeats} rounds' own ratios (its 95% confidence interval; the lowest and "
-          "highest round)")
+    for c, (raw, other) in runs.items():
+        print(row(label[c], args.samples, other[:1], other[1:]))
+        print(row("  its raw picpac.ImageStream(threads=2)", args.samples, raw[:1], raw[1:]))
+    for n, passes_ in rounds.items():
+        name = "TorchLoader (torch), fresh processes" if n == "torch" else label[n]
+        print(row(f"{name} ({args.repeats} rounds)", args.samples, passes_, []))
 
-    def summary(values: list[float]) -> str:
-        interval = median_interval(values)
-        within = "CI n/a" if interval is None else f"CI {interval[0]:.3f}-{interval[1]:.3f}"
-        return f"{statistics.median(values):5.3f} ({within}; {values[0]:.3f}-{values[-1]:.3f})"
-    for n in adapters:
-        base = "raw" if n == "torch" else "child"
-        steady = ratios(n, base, "later")
-        ratio = statistics.median(steady)
-        print(f"  {label[n]:26s} / raw stream{' (child)' if base == 'child' else '        '}   {later}: {summary(steady)}"
-              f"   target >= {TARGET}   {'PASS' if ratio >= TARGET else 'FAIL'}   (pass 1, start-up included: "
-              f"{summary(ratios(n, base, 'rate'))})")
+    if runs:
+        print(f"\n  ratios: the rate's / its raw stream's, over the {args.pairs} pairs: the median (its 95% confidence "
+              "interval; the lowest and highest pair)")
+    for c, (raw, other) in runs.items():
+        ratios = [a["seconds"] / b["seconds"] for a, b in zip(raw[1:], other[1:])]
+        pass_1 = raw[0]["seconds"] / other[0]["seconds"]
+        if c == "control":
+            print(f"  {'control (raw / raw)':26s} {later}: {summary(ratios)}   (two identical loaders: the measure's "
+                  f"own spread; pass 1: {pass_1:.3f})")
+            continue
+        verdict = "PASS" if statistics.median(ratios) >= TARGET else "FAIL"
+        print(f"  {label[c]:26s} {later}: {summary(ratios)}   target >= {TARGET}   {verdict}   (pass 1, start-up "
+              f"counted: {pass_1:.3f})")
     for n in dataloaders:
-        print(f"  {label['torch']:26s} / {label[n]}   pass 1: {statistics.median(ratios('torch', n, 'rate')):5.2f}")
+        ratios = sorted(b["seconds"] / a["seconds"] for a, b in zip(rounds["torch"], rounds[n]))
+        print(f"  {label['torch']:26s} / {label[n]}   pass 1: {statistics.median(ratios):5.2f} (rounds "
+              f"{ratios[0]:.2f}-{ratios[-1]:.2f})")
     print("\nnot measured here: the GPU step wait (DevicePrefetcher's copy overlapping the step); this machine has "
           "no GPU")
     return 0
