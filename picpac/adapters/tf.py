@@ -14,6 +14,8 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import itertools
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -149,15 +151,16 @@ _MMAP_THRESHOLD = 32 << 20  # glibc's own ceiling for its dynamic threshold (64-
 def _restore_malloc() -> None:
     """Undo TensorFlow's process-wide ``mallopt(M_MMAP_THRESHOLD, 128 KiB)``.
 
-    TensorFlow's generator datasets set it when their kernel is built (``ApplyPython311MemoryPatch``),
+    TensorFlow sets it when it builds a kernel that calls Python (``numpy_function``'s, and so
+    ``from_generator``'s; ``ApplyPython311MemoryPatch``),
     which turns off glibc's adaptive threshold for the whole process: from then on every allocation
     over 128 KiB (each decoded image, each resized sample, each batch) is a fresh ``mmap`` whose pages
     fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
     kernel than decoding (W1 ran at half speed). Setting any threshold also freezes the trim threshold
     at 128 KiB, where glibc's adaptive rule keeps it at twice the mmap threshold: every freed batch's
     pages went back to the kernel and faulted in again (4x the raw stream's page faults a pass), so both
-    are set, as the adaptive rule would at its ceiling. Called from inside the generator, so after that
-    kernel is built; a no-op off glibc."""
+    are set, as the adaptive rule would at its ceiling. Called when a pass starts, from inside that
+    kernel, so after it is built; a no-op off glibc."""
     mallopt = _mallopt()
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
@@ -213,13 +216,15 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
     Each element is the stream's batch tuple, ``(images, labels, pad)`` or the task's, as tensors with the
     stream's dtypes; ``output_signature`` (default :func:`stream_signature`) is complete, with ``None``
     only where a size can vary. The default signature is read from the first batch, made when the dataset
-    is built; it starts the first iteration (your own stream is only peeked: left where it was). ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of
-    batches, or False. The dataset's cardinality is the batches per pass (``len(stream)``; unknown with
-    ``skip_errors``), or infinite with ``loop=True``.
+    is built; it starts the first iteration (your own stream is only peeked: left where it was).
+    ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of batches, or False. The dataset's
+    cardinality is the batches per pass (``len(stream)``; unknown with ``skip_errors``), or infinite with
+    ``loop=True``.
 
     With ``loop=False`` each iteration of the dataset (a ``for`` loop, each of Keras' epochs) is one
     pass of the stream, the next epoch each time; with your own stream, ``stream.set_epoch(e)`` before
-    an iteration makes it epoch ``e``. ``loop=True``: one endless iteration.
+    an iteration makes it epoch ``e``. ``loop=True``: one endless iteration. One iteration runs at a time
+    (:class:`StreamPasses`): a second replaces the first, whose next batch is then an error.
     """
     if isinstance(source, ImageStream):
         if config:
@@ -229,7 +234,7 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
     else:
         path, given = _stream_args(source, config)
         stream = ImageStream(path, **given)
-    started: list[tuple[tuple, Iterator]] = []  # the pass the signature was read from, to go on with
+    started = None  # the pass the signature was read from, to go on with
     if output_signature is not None:
         signature = output_signature
     elif stream is source:  # yours: left where it was
@@ -241,23 +246,93 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
         except StopIteration:
             raise PicPacValueError(f"{source!r} has no batch to take a signature from") from None
         signature = stream_signature(stream, first)
-        started.append((first, batches))
+        started = (first, batches)
 
-    def generator() -> Iterator[tuple]:
-        # one pass (loop=False) per call: TensorFlow calls it at each iteration of the dataset
-        if started:
-            first, batches = started.pop()
-            yield first
-            yield from batches
-            return
-        yield from stream
-
-    dataset = _from_generator(generator, signature)
+    passes = StreamPasses(stream, signature, started)
+    if stream.config["skip_errors"]:  # batches per pass unknown: the generator's end ends the pass
+        dataset = _from_generator(passes.generator, signature)
+    else:
+        dataset = passes.dataset()
     if stream.config["loop"]:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
-    elif not stream.config["skip_errors"]:  # batches per pass, known: Keras counts its steps without a first pass
-        dataset = dataset.apply(tf.data.experimental.assert_cardinality(len(stream)))
     return _prefetched(dataset, prefetch)
+
+
+class StreamPasses:
+    """An ImageStream's passes as a dataset's iterations: each iteration of the dataset starts the stream's
+    next pass (the first, the pass ``started`` for the signature: its first batch and the rest).
+
+    :meth:`dataset` is ``Dataset.range(batches per pass).map(batch i of this pass)``: TensorFlow builds (and
+    optimises) one function at each iteration, where ``from_generator`` builds four (the generator's
+    three, and the ``flat_map``'s that tells iterations apart). So iterations are not told apart: one runs at a time (as the stream runs one pass at a time), and a
+    batch asked for out of turn is an error. :meth:`generator` is the ``from_generator`` form, for
+    ``skip_errors`` (whose passes' batch count is unknown until they end)."""
+
+    def __init__(self, stream: ImageStream, signature: Any, started: tuple[tuple, Iterator] | None = None):
+        self.stream, self.signature, self.started = stream, tuple(signature), started
+        self.batches: Iterator | None = None  # the stream's pass under way
+        self.current: Iterator | None = None  # its batches to come (the started pass's first batch too)
+        self.next_index = 0
+        self.lock = threading.Lock()  # TensorFlow may call from several threads
+
+    def dataset(self) -> Any:
+        count = 2 ** 63 - 1 if self.stream.config["loop"] else len(self.stream)
+        types = [spec.dtype for spec in self.signature]
+
+        @tf.autograph.experimental.do_not_convert
+        def batch(index: Any) -> tuple:
+            values = tf.numpy_function(self.batch, [index], types, stateful=True)
+            for value, spec in zip(values, self.signature):
+                value.set_shape(spec.shape)
+            return tuple(values)
+        return tf.data.Dataset.range(count).with_options(_options()).map(batch)
+
+    def batch(self, index: np.integer) -> list:
+        """Batch ``index`` of this iteration's pass (0: the next pass's first), its components as the
+        signature's arrays."""
+        with self.lock:
+            if index == 0:
+                self.current = self._start()
+            elif index != self.next_index or self.current is None:
+                raise PicPacValueError(f"tf_dataset: batch {index} asked for where batch {self.next_index} comes "
+                                       "next: one iteration of a tf_dataset at a time (each is a pass of its stream)")
+            self.next_index = index + 1
+            return self._arrays(next(self.current))
+
+    def generator(self) -> Iterator[tuple]:
+        """One pass (loop=False) per call, as ``from_generator`` calls it at each iteration."""
+        with self.lock:
+            batches = self._start()
+        yield from batches
+
+    def _start(self) -> Iterator[tuple]:
+        """The next pass's batches (the started pass, the first time); the last pass's are closed."""
+        _restore_malloc()
+        if self.batches is not None:
+            self.batches.close()
+        self.next_index = 0
+        if self.started is None:
+            self.batches = iter(self.stream)
+            return self.batches
+        first, self.batches = self.started
+        self.started = None
+        return itertools.chain((first,), self.batches)
+
+    def _arrays(self, batch: tuple) -> list:
+        if len(batch) != len(self.signature):
+            raise PicPacTypeError(f"tf_dataset: a batch of {len(batch)} components, where the output_signature has "
+                                  f"{len(self.signature)}")
+        arrays = []
+        for index, (value, spec) in enumerate(zip(batch, self.signature)):
+            if spec.dtype == tf.string:  # a list of bytes: numpy_function makes it a string tensor
+                arrays.append(value)
+                continue
+            array = value if isinstance(value, np.ndarray) else np.asarray(value, spec.dtype.as_numpy_dtype)
+            if array.dtype != spec.dtype.as_numpy_dtype or not spec.shape.is_compatible_with(array.shape):
+                raise PicPacTypeError(f"tf_dataset: component {index} of a batch is {array.dtype} {array.shape}, "
+                                      f"where the output_signature has {spec}")
+            arrays.append(array)
+        return arrays
 
 
 def _types_signature(types: Sequence, shapes: Sequence | None) -> tuple:

@@ -128,6 +128,44 @@ def test_output_signature_and_prefetch_options(db):
     assert len(list(tf_dataset({"db": str(db), **KEYS, **SIZE}))) == 6
 
 
+
+def test_one_iteration_at_a_time(db):
+    # each iteration is a pass of the dataset's one stream: a second replaces the first, and the first's next
+    # batch is an error, not a batch of the second's pass
+    dataset = tf_dataset(db, prefetch=False, **KEYS, **SIZE)
+    first = iter(dataset)
+    next(first), next(first)
+    second = iter(dataset)
+    got = [as_numpy(next(second))]
+    with pytest.raises(tf.errors.InvalidArgumentError, match="batch 2 asked for where batch 1 comes next: one "
+                                                              "iteration of a tf_dataset at a time"):
+        next(first)
+    got += [as_numpy(element) for element in second]
+    assert len(got) == 6 and sorted(records(got)) == list(range(22))
+
+
+@pytest.mark.parametrize("spec, found", [
+    (tf.TensorSpec((None, 6, 8, 3), tf.uint8), r"float32 \(4, 6, 8, 3\)"),   # the stream's images are float32
+    (tf.TensorSpec((None, 5, 8, 3), tf.float32), r"float32 \(4, 6, 8, 3\)"),
+])
+def test_a_signature_that_does_not_fit_is_an_error(db, spec, found):
+    signature = (spec, tf.TensorSpec((None,), tf.int64), tf.TensorSpec((), tf.int32))
+    dataset = tf_dataset(db, output_signature=signature, **KEYS, **SIZE)
+    with pytest.raises(tf.errors.InvalidArgumentError, match=f"component 0 of a batch is {found}, where the "
+                                                              "output_signature has"):
+        list(dataset)
+
+
+def test_skip_errors_passes_end_with_the_stream(tmp_path):
+    # with skip_errors a pass's batch count is known only at its end: the cardinality is unknown
+    db = make_db(tmp_path / "broken.picpac", n=22, broken=(3, 17))
+    dataset = tf_dataset(db, skip_errors=True, **KEYS, **SIZE)
+    assert int(dataset.cardinality()) == tf.data.UNKNOWN_CARDINALITY
+    for _ in range(2):
+        got = [as_numpy(element) for element in dataset]
+        assert len(got) == 5 and sorted(records(got)) == [i for i in range(22) if i not in (3, 17)]
+
+
 MMAPPED_CHUNKS = """
 import ctypes, sys
 import numpy as np
