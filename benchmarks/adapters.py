@@ -31,12 +31,13 @@ each pass starts and ends (the stream's decoding threads; TensorFlow's per-itera
 run the generator and so the batch assembly) and the threads kept across passes (the consumer's, the
 framework's pools; read from /proc/self/task).
 
-DataLoaders. --repeats rounds (default 5) of fresh processes, in the order below (reversed in even
-rounds): the torch adapter's pass 1 (start-up counted) and loaders.py's DataLoader(num_workers=2)
-contenders (c) cv2 and (b) PIL, one pass each; the torch adapter against each, the median of the
-rounds' ratios. A framework that cannot be imported is skipped with a line saying so.
+DataLoaders. --repeats rounds (default 11) of fresh processes, in the order below (reversed in even
+rounds): the torch adapter's and the raw stream's pass 1 (start-up counted) and loaders.py's
+DataLoader(num_workers=2) contenders (c) cv2 and (b) PIL, one pass each; the torch adapter and the
+raw stream against each, the median of the rounds' ratios. A framework that cannot be imported is
+skipped with a line saying so.
 
-    python benchmarks/adapters.py [--samples 2000] [--pairs 30] [--repeats 5] [--adapters torch,tf,jax]
+    python benchmarks/adapters.py [--samples 2000] [--pairs 30] [--repeats 11] [--adapters torch,tf,jax]
                                   [--no-control] [--no-dataloaders]
 """
 from __future__ import annotations
@@ -283,16 +284,16 @@ def run_dataloader(name: str, lists: str) -> dict[str, float]:
 
 def against_dataloaders(dataloaders: list[str], db: str, lists: str, samples: int, repeats: int,
                         tmp: Path) -> dict[str, list]:
-    """``repeats`` rounds of the torch adapter's pass 1 and each DataLoader contender's pass, each in a
-    fresh process (in the order given, reversed in even rounds), printed as they come."""
-    names = ["torch", *dataloaders]
+    """``repeats`` rounds of the torch adapter's and the raw stream's pass 1 and each DataLoader contender's
+    pass, each in a fresh process (in the order given, reversed in even rounds), printed as they come."""
+    names = ["torch", "raw", *dataloaders]
     runs: dict[str, list] = {n: [] for n in names}
     for r in range(repeats):
         for n in names if r % 2 == 0 else names[::-1]:
-            if n == "torch":
-                with contextlib.closing(LoaderProcess("torch", db, samples, tmp / "dataloaders-torch.log")) as torch:
-                    torch.answer()
-                    result = torch.run_pass()
+            if n in ("torch", "raw"):
+                with contextlib.closing(LoaderProcess(n, db, samples, tmp / f"dataloaders-{n}.log")) as loader:
+                    loader.answer()
+                    result = loader.run_pass()
             else:
                 result = run_dataloader(n, lists)
             runs[n].append(result)
@@ -327,7 +328,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=2000)
     ap.add_argument("--pairs", type=int, default=30, help="pairs of passes of each comparison after pass 1")
-    ap.add_argument("--repeats", type=int, default=5, help="rounds of the DataLoader comparison")
+    ap.add_argument("--repeats", type=int, default=11, help="rounds of the DataLoader comparison")
     ap.add_argument("--adapters", default="torch,tf,jax")
     ap.add_argument("--no-control", action="store_true", help="skip the raw stream / raw stream control")
     ap.add_argument("--no-dataloaders", action="store_true", help="skip loaders.py's DataLoader contenders")
@@ -374,8 +375,8 @@ def main() -> int:
                   "both, back to back); each figure the raw pass's time / the other's\n", flush=True)
             runs = overhead(comparisons, db, args.samples, args.pairs, Path(tmp))
         if dataloaders:
-            print(f"\nDataLoaders: {args.repeats} rounds of torch {' '.join(dataloaders)} (reversed in even rounds), "
-                  "pass 1 each in a fresh process\n", flush=True)
+            print(f"\nDataLoaders: {args.repeats} rounds of torch raw {' '.join(dataloaders)} (reversed in even "
+                  "rounds), pass 1 each in a fresh process\n", flush=True)
             rounds = against_dataloaders(dataloaders, db, lists, args.samples, args.repeats, Path(tmp))
 
     later = f"passes 2-{args.pairs + 1}"
@@ -386,9 +387,9 @@ def main() -> int:
     for c, (raw, other) in runs.items():
         print(row(label[c], args.samples, other[:1], other[1:]))
         print(row("  its raw picpac.ImageStream(threads=2)", args.samples, raw[:1], raw[1:]))
+    fresh = {"torch": "TorchLoader (torch), fresh processes", "raw": "raw picpac.ImageStream, fresh processes"}
     for n, passes_ in rounds.items():
-        name = "TorchLoader (torch), fresh processes" if n == "torch" else label[n]
-        print(row(f"{name} ({args.repeats} rounds)", args.samples, passes_, []))
+        print(row(f"{fresh[n] if n in fresh else label[n]} ({args.repeats} rounds)", args.samples, passes_, []))
 
     if runs:
         print(f"\n  ratios: the rate's / its raw stream's, over the {args.pairs} pairs: the median (its 95% confidence "
@@ -403,9 +404,10 @@ def main() -> int:
         verdict = "PASS" if statistics.median(ratios) >= TARGET else "FAIL"
         print(f"  {label[c]:26s} {later}: {summary(ratios)}   target >= {TARGET}   {verdict}   (pass 1, start-up "
               f"counted: {pass_1:.3f})")
-    for n in dataloaders:
-        ratios = sorted(b["seconds"] / a["seconds"] for a, b in zip(rounds["torch"], rounds[n]))
-        print(f"  {label['torch']:26s} / {label[n]}   pass 1: {statistics.median(ratios):5.2f} (rounds "
+    for n, loader in itertools.product(dataloaders, ("torch", "raw")):
+        ratios = sorted(b["seconds"] / a["seconds"] for a, b in zip(rounds[loader], rounds[n]))
+        name = label["torch"] if loader == "torch" else "raw picpac.ImageStream"
+        print(f"  {name:26s} / {label[n]}   pass 1: {statistics.median(ratios):5.2f} (rounds "
               f"{ratios[0]:.2f}-{ratios[-1]:.2f})")
     print("\nnot measured here: the GPU step wait (DevicePrefetcher's copy overlapping the step); this machine has "
           "no GPU")
