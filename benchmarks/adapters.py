@@ -37,8 +37,12 @@ DataLoader(num_workers=2) contenders (c) cv2 and (b) PIL, one pass each; the tor
 raw stream against each, the median of the rounds' ratios. A framework that cannot be imported is
 skipped with a line saying so.
 
+Step wait (with CUDA, or --step-wait DEVICE): :func:`step_wait`, how long a ResNet-50-like training
+step waits for its batch, with and without DevicePrefetcher.
+
     python benchmarks/adapters.py [--samples 2000] [--pairs 30] [--repeats 11] [--adapters torch,tf,jax]
                                   [--no-control] [--no-dataloaders]
+                                  [--step-wait DEVICE] [--steps 50]
 """
 from __future__ import annotations
 
@@ -302,6 +306,52 @@ def against_dataloaders(dataloaders: list[str], db: str, lists: str, samples: in
     return runs
 
 
+# -- the GPU step wait ---------------------------------------------------------------------------------------
+def step_wait(db: str, device: str, steps: int) -> dict[str, float]:
+    """A ResNet-50-like training loop on ``device`` fed by TorchLoader (uint8, channels_last, W1): the
+    median seconds a step waits for its batch, from asking for it to its images ready on the device as
+    float32, with DevicePrefetcher (batch k+1 copied and converted on a side stream while step k runs)
+    and without it (each batch copied and converted when its step asks for it, the same conversion).
+    The model is torchvision's resnet50 when torchvision is installed, else a stack of convolutions."""
+    import torch
+    from picpac.adapters.torch import DevicePrefetcher, TorchLoader
+    try:
+        from torchvision.models import resnet50
+        model = resnet50()
+    except ImportError:
+        widths = (3, 64, 256, 512, 1024, 2048)
+        layers = [m for c_in, c_out in zip(widths, widths[1:]) for m in (torch.nn.Conv2d(c_in, c_out, 3, 2, 1),
+                                                                        torch.nn.ReLU())]
+        model = torch.nn.Sequential(*layers, torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(),
+                                    torch.nn.Linear(widths[-1], 1000))
+    model = model.to(device, memory_format=torch.channels_last)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    # the step's own stream: waiting for it leaves a side stream's copy of the next batch running
+    ready = torch.cuda.current_stream().synchronize if torch.device(device).type == "cuda" else (lambda: None)
+    keys = {**stream_keys(), "loop": True}
+    keys.pop("order")
+    waits = {}
+    for prefetch in (False, True):
+        with TorchLoader(db, memory_format="channels_last", **keys) as loader:
+            placed = DevicePrefetcher(loader, device, dtype=torch.float32)
+            batches = iter(placed if prefetch else loader)
+            times = []
+            for step in range(steps + 1):
+                ready()  # the last step done
+                t = time.perf_counter()
+                batch = next(batches)
+                images, labels, pad = batch if prefetch else placed.to_device(batch)
+                ready()
+                if step:  # step 0 waits for the stream's start-up
+                    times.append(time.perf_counter() - t)
+                loss = torch.nn.functional.cross_entropy(model(images), labels % 1000)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            waits["with" if prefetch else "without"] = statistics.median(times)
+    return waits
+
+
 # -- the report ------------------------------------------------------------------------------------------------
 def summary(values: list[float]) -> str:
     """The median of ``values``, its 95% confidence interval and their lowest and highest."""
@@ -332,6 +382,9 @@ def main() -> int:
     ap.add_argument("--adapters", default="torch,tf,jax")
     ap.add_argument("--no-control", action="store_true", help="skip the raw stream / raw stream control")
     ap.add_argument("--no-dataloaders", action="store_true", help="skip loaders.py's DataLoader contenders")
+    ap.add_argument("--step-wait", metavar="DEVICE", help="the device of the step-wait loop (default: cuda when "
+                    "torch has it; else the loop is skipped)")
+    ap.add_argument("--steps", type=int, default=50, help="steps of the step-wait loop, with and without prefetch")
     ap.add_argument("--serve", help=argparse.SUPPRESS)
     ap.add_argument("--dataloader", help=argparse.SUPPRESS)
     ap.add_argument("--db", help=argparse.SUPPRESS)
@@ -360,6 +413,7 @@ def main() -> int:
              "pil": loaders.CONTENDERS["pil"]}
     runs: dict[str, tuple[list, list]] = {}
     rounds: dict[str, list] = {}
+    waits: dict[str, float] | None = None
     with tempfile.TemporaryDirectory(prefix="picpac-adapters-") as tmp:
         t = time.perf_counter()
         paths, labels, jpegs, db, note = loaders.prepare(tmp, args.samples, False)
@@ -378,6 +432,11 @@ def main() -> int:
             print(f"\nDataLoaders: {args.repeats} rounds of torch raw {' '.join(dataloaders)} (reversed in even "
                   "rounds), pass 1 each in a fresh process\n", flush=True)
             rounds = against_dataloaders(dataloaders, db, lists, args.samples, args.repeats, Path(tmp))
+        device = args.step_wait
+        if device is None and "torch" in adapters:
+            import torch
+            device = "cuda" if torch.cuda.is_available() else None
+        waits = step_wait(db, device, args.steps) if device else None
 
     later = f"passes 2-{args.pairs + 1}"
     print(f"\nresults: {args.samples} samples; load average after the runs "
@@ -409,8 +468,11 @@ def main() -> int:
         name = label["torch"] if loader == "torch" else "raw picpac.ImageStream"
         print(f"  {name:26s} / {label[n]}   pass 1: {statistics.median(ratios):5.2f} (rounds "
               f"{ratios[0]:.2f}-{ratios[-1]:.2f})")
-    print("\nnot measured here: the GPU step wait (DevicePrefetcher's copy overlapping the step); this machine has "
-          "no GPU")
+    if waits is None:
+        print("\nnot measured here: the step wait (no CUDA device; --step-wait cpu runs the loop on the CPU)")
+    else:
+        print(f"\nstep wait, a ResNet-50-like loop on {device}, median of {args.steps} steps: "
+              f"{1000 * waits['without']:.1f} ms without DevicePrefetcher, {1000 * waits['with']:.1f} ms with it")
     return 0
 
 
