@@ -367,11 +367,11 @@ def row(label: str, samples: int, firsts: list[dict], later: list[dict]) -> str:
     (``firsts``' without them)."""
     def med(passes: list[dict], key: str) -> float:
         return statistics.median(p[key] for p in passes)
-    usage = later or firsts
+    costs = later or firsts
     steady = f"{samples / med(later, 'seconds'):7.0f} img/s" if later else ""
     return (f"  {label:44s} {samples / med(firsts, 'seconds'):5.0f} img/s  {med(firsts, 'first'):9.2f} s  "
-            f"{steady:>11s}  {med(usage, 'cpu'):6.2f} s = {med(usage, 'passes'):5.2f} + {med(usage, 'kept'):4.2f} s  "
-            f"{med(usage, 'faults'):11,.0f}")
+            f"{steady:>11s}  {med(costs, 'cpu'):6.2f} s = {med(costs, 'passes'):5.2f} + {med(costs, 'kept'):4.2f} s  "
+            f"{med(costs, 'faults'):11,.0f}")
 
 
 def main() -> int:

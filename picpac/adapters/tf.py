@@ -152,15 +152,15 @@ def _restore_malloc() -> None:
     """Undo TensorFlow's process-wide ``mallopt(M_MMAP_THRESHOLD, 128 KiB)``.
 
     TensorFlow sets it when it builds a kernel that calls Python (``numpy_function``'s, and so
-    ``from_generator``'s; ``ApplyPython311MemoryPatch``),
-    which turns off glibc's adaptive threshold for the whole process: from then on every allocation
-    over 128 KiB (each decoded image, each resized sample, each batch) is a fresh ``mmap`` whose pages
-    fault in on first touch and go back on ``free``. The stream's workers then spend more time in the
-    kernel than decoding (W1 ran at half speed). Setting any threshold also freezes the trim threshold
-    at 128 KiB, where glibc's adaptive rule keeps it at twice the mmap threshold: every freed batch's
-    pages went back to the kernel and faulted in again (4x the raw stream's page faults a pass), so both
-    are set, as the adaptive rule would at its ceiling. Called when a pass starts, from inside that
-    kernel, so after it is built; a no-op off glibc."""
+    ``from_generator``'s; ``ApplyPython311MemoryPatch``), which turns off glibc's adaptive threshold for
+    the whole process: from then on every allocation over 128 KiB (each decoded image, each resized
+    sample, each batch) is a fresh ``mmap`` whose pages fault in on first touch and go back on ``free``.
+    The stream's workers then spend more time in the kernel than decoding (W1 ran at half speed).
+    Setting any threshold also freezes the trim threshold at 128 KiB, where glibc's adaptive rule keeps
+    it at twice the mmap threshold: every freed batch's pages went back to the kernel and faulted in
+    again (4x the raw stream's page faults a pass), so both are set, as the adaptive rule would at its
+    ceiling. Called when a pass starts, from inside that kernel, so after it is built; a no-op off
+    glibc."""
     mallopt = _mallopt()
     if mallopt is not None:
         mallopt(_M_MMAP_THRESHOLD, _MMAP_THRESHOLD)
@@ -264,8 +264,9 @@ class StreamPasses:
 
     :meth:`dataset` is ``Dataset.range(batches per pass).map(batch i of this pass)``: TensorFlow builds (and
     optimises) one function at each iteration, where ``from_generator`` builds four (the generator's
-    three, and the ``flat_map``'s that tells iterations apart). So iterations are not told apart: one runs at a time (as the stream runs one pass at a time), and a
-    batch asked for out of turn is an error. :meth:`generator` is the ``from_generator`` form, for
+    three, and the ``flat_map``'s that tells iterations apart). So iterations are not told apart: one
+    runs at a time (as the stream runs one pass at a time), and a batch asked for out of turn is an
+    error. :meth:`generator` is the ``from_generator`` form, for
     ``skip_errors`` (whose passes' batch count is unknown until they end)."""
 
     def __init__(self, stream: ImageStream, signature: Any, started: tuple[tuple, Iterator] | None = None):
@@ -292,8 +293,9 @@ class StreamPasses:
         signature's arrays."""
         with self.lock:
             if index == 0:
+                _restore_malloc()  # from inside the numpy_function kernel, built by now
                 self.current = self._start()
-            elif index != self.next_index or self.current is None:
+            elif index != self.next_index:
                 raise PicPacValueError(f"tf_dataset: batch {index} asked for where batch {self.next_index} comes "
                                        "next: one iteration of a tf_dataset at a time (each is a pass of its stream)")
             self.next_index = index + 1
@@ -307,7 +309,6 @@ class StreamPasses:
 
     def _start(self) -> Iterator[tuple]:
         """The next pass's batches (the started pass, the first time); the last pass's are closed."""
-        _restore_malloc()
         if self.batches is not None:
             self.batches.close()
         self.next_index = 0

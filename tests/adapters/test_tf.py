@@ -128,7 +128,6 @@ def test_output_signature_and_prefetch_options(db):
     assert len(list(tf_dataset({"db": str(db), **KEYS, **SIZE}))) == 6
 
 
-
 def test_one_iteration_at_a_time(db):
     # each iteration is a pass of the dataset's one stream: a second replaces the first, and the first's next
     # batch is an error, not a batch of the second's pass
