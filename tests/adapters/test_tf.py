@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
 import warnings
 
 import numpy as np
@@ -141,6 +142,15 @@ def test_one_iteration_at_a_time(db):
         next(first)
     got += [as_numpy(element) for element in second]
     assert len(got) == 6 and sorted(records(got)) == list(range(22))
+
+
+def test_a_pass_ends_with_its_last_batch(db):
+    # the dataset never asks for a batch past the last, so the stream ends its decoding threads with the last
+    # batch itself, not at the next pass
+    before = set(threading.enumerate())
+    dataset = tf_dataset(db, prefetch=False, **KEYS, **SIZE)
+    assert len(list(dataset)) == 6
+    assert not [t for t in set(threading.enumerate()) - before if t.name.startswith("picpac-stream")]
 
 
 @pytest.mark.parametrize("spec, found", [
