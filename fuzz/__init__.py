@@ -1,6 +1,4 @@
 """picpac's robustness harness: fuzz targets, their seeds and mutators, and the runners (docs/reliability.md).
-import os
-os.environ.setdefault("OPENCV_LOG_LEVEL", "OFF")
 
 ``fuzz/targets.py`` has one target per input kind (a picpac file, raw and CRC-valid crafted; images;
 annotation JSON; stream configs; each foreign store); ``fuzz/harness.py`` runs their cases in worker

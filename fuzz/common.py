@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import picpac
 from picpac.errors import PicPacError
 
 
@@ -63,17 +64,22 @@ class Known:
         return kind == self.error and (not self.where or self.where in frames.split(" < "))
 
 
+_CODE_ROOTS = tuple(os.path.dirname(os.path.realpath(path)) + os.sep
+                    for path in (picpac.__file__, __file__))
+"""The folders whose frames a signature names: picpac's package and this fuzz package, wherever the
+checkout lies and however ``fuzz`` was imported (as a package or from its own folder)."""
+
+
 def signature(exc: BaseException) -> str:
     """``Type at innermost.frame < caller < ...``: the picpac (or fuzz) frames of the traceback, innermost
     first, without line numbers, so one bug has one signature while the code around it is edited."""
     frames = []
     for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        path = frame.filename.replace(os.sep, "/")
-        for root in ("/picpac/", "/fuzz/"):
-            if root in path:
-                module = path.rsplit(root, 1)[1].removesuffix(".py").replace("/", ".")
-                frames.append(f"{module}.{frame.name}")
-                break
+        path = os.path.realpath(frame.filename)
+        root = next((root for root in _CODE_ROOTS if path.startswith(root)), None)
+        if root is not None:
+            module = path[len(root):].removesuffix(".py").replace(os.sep, ".")
+            frames.append(f"{module}.{frame.name}")
     name = f"Violation[{exc.kind}]" if isinstance(exc, Violation) else type(exc).__name__
     return f"{name} at {' < '.join(frames[:4]) or '?'}"
 

@@ -3,6 +3,8 @@ again, read every way the Reader offers; a fixed-seed run of each fuzz target an
 Only PicPacErrors, bytes as written where the checksums hold, and the read paths agree."""
 from __future__ import annotations
 
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -87,3 +89,14 @@ def test_the_harness_survives_crashes_and_hangs_and_saves_their_inputs(tmp_path)
     assert failure.signature == "ValueError at targets._selftest < harness._worker" and failure.saved
     assert report.outcomes["ok"] == 60 - len(report.crashes) - len(report.hangs) - failure.count
     assert not report.clean and report.peak_rss_kb > 0
+
+
+def test_a_signature_names_the_same_frames_wherever_the_checkout_lies(tmp_path):
+    """A checkout in a folder named ``picpac`` (as CI's clone may be) gave ``fuzz.targets._selftest``."""
+    checkout = tmp_path / "picpac"
+    shutil.copytree(Path(harness.__file__).parent, checkout / "fuzz", ignore=shutil.ignore_patterns("__pycache__"))
+    script = ("from fuzz.common import signature\nfrom fuzz.targets import TARGETS\n"
+              "try:\n    TARGETS['selftest'].run(b'fail')\nexcept ValueError as exc:\n    print(signature(exc))\n")
+    done = subprocess.run([sys.executable, "-c", script], cwd=checkout, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "ValueError at targets._selftest"
