@@ -22,6 +22,7 @@ from ..file import durable
 from ..file.reader import Reader
 from ..file.shards import is_index, read_index
 from ..file.writer import Writer
+from ..stores.base import output_errors
 
 _OWN_KEYS = ("fields", "created", "classes")  # written by the Writer or by merge itself
 
@@ -133,7 +134,8 @@ def merge(sources: Sequence[str | os.PathLike], output: str | os.PathLike, *, re
     Fields, groups and meta are copied as stored; labels are kept, remapped to the union of the
     sources' class tables, or (``relabel_by_source``) set to the source's index. Every source is
     checked before anything is written; ``output`` (replaced only with ``overwrite``) appears only when
-    complete. ``progress(total)`` may return a bar (``update(1)`` per record, ``close()``).
+    complete; a write that fails (a full disk) is a FileIOError naming it. ``progress(total)`` may return a
+    bar (``update(1)`` per record, ``close()``).
     """
     paths = [q for p in sources for q in (read_index(p) if is_index(p) else [os.fspath(p)])]  # an index: its shards
     output = os.fspath(output)
@@ -159,7 +161,7 @@ def merge(sources: Sequence[str | os.PathLike], output: str | os.PathLike, *, re
         metadata = _metadata(readers, classes, counts)
         bar = progress(sum(counts)) if progress is not None else None
         try:
-            with Writer(output, overwrite=overwrite, metadata=metadata, sync=sync) as writer:
+            with output_errors(output), Writer(output, overwrite=overwrite, metadata=metadata, sync=sync) as writer:
                 for k, (reader, lookup) in enumerate(zip(readers, lookups)):
                     _copy(reader, writer, k if relabel_by_source else None, lookup, bar)
         finally:
