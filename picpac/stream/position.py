@@ -22,6 +22,9 @@ from ..sampling.sampler import shard
 from .config import KEYS
 
 STATE_FORMAT = "picpac.ImageStream.state/1"
+POSITIONS = 2**63
+"""Stream positions and epochs are int64 (the key arrays, the augmentation keys): epoch ``e`` of ``n`` samples
+is reachable while its stream positions ``e*n .. (e+1)*n - 1`` stay below this."""
 MATCH = ("loop", "seed", "shuffle", "reshuffle", "shuffle_chunk", "shuffle_window", "oversample", "split",
          "split_fold", "split_negate", "stratify", "mixin_max", "mixin_randomize", "mixin_group_reset",
          "mixin_group_delta", "shard_pad")
@@ -77,7 +80,9 @@ class Position:
 
     def __init__(self, sampler: Sampler, config: dict[str, Any], path: str):
         c = config
-        self.sampler, self.n = sampler, len(sampler)
+        self.sampler, self.n, self.path = sampler, len(sampler), path
+        self.last_epoch = POSITIONS // self.n - 1
+        """The last epoch this stream can reach (``POSITIONS``)."""
         self.loop, self.reshuffle, self.batch, self.pad = c["loop"], c["reshuffle"], c["batch"], c["pad"]
         self.rank, self.world, self.shard_pad = c["rank"], c["world_size"], c["shard_pad"]
         if self.n < self.world and not self.shard_pad:
@@ -88,13 +93,16 @@ class Position:
         self.started = False  # loop=False: the pass of (epoch, start, offset) is under way
 
     # -- the rank's keys -------------------------------------------------------------------------
-    def share(self, start: int = 0) -> int:
-        """Keys of the rank's share of an epoch split at ``start`` (every rank has as many)."""
-        left = self.n - start
-        return -(-left // self.world) if self.shard_pad else left // self.world
+    def share(self, start: int = 0, world: int | None = None) -> int:
+        """Keys of the rank's share of an epoch split at ``start`` among ``world`` ranks (default: this stream's;
+        every rank has as many)."""
+        left, world = self.n - start, world or self.world
+        return -(-left // world) if self.shard_pad else left // world
 
     def epoch_keys(self, epoch: int, start: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
         """The rank's (positions, epochs) of ``epoch`` split at ``start``, and how many are real."""
+        if epoch > self.last_epoch:
+            raise self.past_the_end(f"epoch {epoch}")
         if self.loop:
             positions, epochs = self.sampler.take(epoch * self.n, self.n)
         else:
@@ -124,7 +132,7 @@ class Position:
         return Keys(lambda: iter([(positions, epochs)]), len(positions)), max(real - skip, 0)
 
     def _endless(self, epoch: int, start: int, offset: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
-        while True:
+        while epoch <= self.last_epoch:  # then it ends: read ahead, the epoch after would fail before its turn
             positions, epochs, _ = self.epoch_keys(epoch, start)
             if offset < len(positions):
                 yield positions[offset:], epochs[offset:]
@@ -135,9 +143,16 @@ class Position:
         """``taken`` more keys were delivered (loop=True: on to the next epochs when a share is done)."""
         self.offset += taken
         if self.loop:
-            while self.offset >= (share := self.share(self.start)):
-                self.offset -= share
-                self.epoch, self.start = self.epoch + 1, 0
+            self.epoch, self.start, self.offset = self.roll(self.epoch, self.start, self.offset, self.world)
+
+    def roll(self, epoch: int, start: int, offset: int, world: int) -> tuple[int, int, int]:
+        """loop=True: the same place with ``offset`` inside its epoch's share (of ``world`` ranks), the whole
+        epochs it spans skipped at once (O(1) for any offset)."""
+        first = self.share(start, world)
+        if offset < first:
+            return epoch, start, offset
+        epochs, offset = divmod(offset - first, self.share(0, world))
+        return epoch + 1 + epochs, 0, offset
 
     def finish(self) -> None:
         """loop=False: the pass under way ended."""
@@ -149,6 +164,8 @@ class Position:
 
     def set_epoch(self, epoch: int) -> None:
         """The next key is the first of epoch (pass) ``epoch``."""
+        if epoch > self.last_epoch:
+            raise self.past_the_end(f"set_epoch({epoch})")
         self.epoch, self.start, self.offset, self.started = epoch, 0, 0, False
 
     # -- the state -------------------------------------------------------------------------------
@@ -162,9 +179,7 @@ class Position:
     def consumed(self, start: int, offset: int, world: int) -> int:
         """Samples of the epoch's order consumed by all ranks together, each at ``offset`` of its share of
         the split at ``start`` among ``world`` ranks: the first ``offset * world`` items of that split."""
-        left = self.n - start
-        share = -(-left // world) if self.shard_pad else left // world
-        return start + min(min(offset, share) * world, left)
+        return start + min(min(offset, self.share(start, world)) * world, self.n - start)
 
     def state(self) -> dict[str, Any]:
         epoch, start, offset = self.where()
@@ -172,17 +187,27 @@ class Position:
                 "consumed": self.consumed(start, offset, self.world), "samples": self.n,
                 "rank": self.rank, "world_size": self.world}
 
-    def load(self, epoch: int, start: int, offset: int, world: int) -> None:
-        """Go to a saved place; with another world size, the rest of its epoch is split among these ranks."""
+    def past_the_end(self, what: str) -> PicPacValueError:
+        return PicPacValueError(f"{self.path}: {what} is past the last epoch this stream can reach, "
+                                f"{self.last_epoch} (its {self.n} samples per epoch x the epoch must stay below "
+                                "2**63: stream positions and augmentation keys are int64); use a smaller epoch")
+
+    def resolve(self, epoch: int, start: int, offset: int, world: int) -> tuple[int, int, int]:
+        """Where a saved place of ``world`` ranks is for this stream (O(1)): with another world size, the rest
+        of its epoch split among these ranks; a finished share: the next epoch (loop=True: as many as it spans)."""
+        if self.loop:
+            epoch, start, offset = self.roll(epoch, start, offset, world)
         if world != self.world:
             start, offset = self.consumed(start, offset, world), 0
             if start >= self.n:
                 epoch, start = epoch + 1, 0
-        self.epoch, self.start, self.offset, self.started = epoch, start, offset, False
         if self.loop:
-            self.advance(0)
-        elif offset >= self.share(start):
-            self._next_pass()
+            return self.roll(epoch, start, offset, self.world)
+        return (epoch + 1, 0, 0) if offset >= self.share(start) else (epoch, start, offset)
+
+    def load(self, epoch: int, start: int, offset: int) -> None:
+        """Go to a place ``resolve`` gave."""
+        self.epoch, self.start, self.offset, self.started = epoch, start, offset, False
 
 
 def fingerprint(reader: Reader | ShardedReader) -> dict[str, Any]:
@@ -202,8 +227,14 @@ def state_dict(position: Position, config: dict[str, Any], readers: list[Reader]
             "databases": [fingerprint(reader) for reader in readers]}
 
 
+def _equal(theirs: Any, ours: Any) -> bool:
+    """Equal, and a bool only where the stream has one (``True == 1`` in Python, not in a state)."""
+    return isinstance(theirs, bool) == isinstance(ours, bool) and theirs == ours
+
+
 def load_state_dict(position: Position, config: dict[str, Any], readers: list[Reader], state: Any) -> None:
-    """Restore ``state`` into ``position``, or PicPacValueError naming what differs from this stream."""
+    """Restore ``state`` into ``position``, or PicPacValueError naming what differs from this stream, or the
+    key that no state of it can hold."""
     path = readers[0].path
     if not isinstance(state, Mapping) or state.get("format") != STATE_FORMAT:
         got = state.get("format") if isinstance(state, Mapping) else type(state).__name__
@@ -215,7 +246,7 @@ def load_state_dict(position: Position, config: dict[str, Any], readers: list[Re
         raise PicPacValueError(f"{path}: the state has no 'config' (was it written by ImageStream.state_dict()?)")
     for key in MATCH:
         theirs = saved.get(key, KEYS[key].default if key in LATER else "(missing)")
-        if theirs != config[key]:
+        if not _equal(theirs, config[key]):
             differ.append(f"config key {key!r} is {theirs!r} in the state, {config[key]!r} here")
     names = ["the database", "the mixin"]
     databases = state.get("databases")
@@ -226,20 +257,36 @@ def load_state_dict(position: Position, config: dict[str, Any], readers: list[Re
     else:
         for name, reader, theirs, ours in zip(names, readers, databases, mine):
             changed = [f"{k} {theirs.get(k) if isinstance(theirs, Mapping) else None!r} in the state, {v!r} here"
-                       for k, v in ours.items() if not isinstance(theirs, Mapping) or theirs.get(k) != v]
+                       for k, v in ours.items() if not isinstance(theirs, Mapping) or not _equal(theirs.get(k), v)]
             if changed:
                 differ.append(f"{name} {reader.path} is not the one the state was saved from ({'; '.join(changed)})")
-    if not differ and state.get("samples") != position.n:
+    if not differ and not _equal(state.get("samples"), position.n):
         differ.append(f"the state's stream has {state.get('samples')!r} samples per epoch, this one {position.n}")
     if differ:
         raise PicPacValueError(f"{path}: the state is from another stream: " + "; ".join(differ))
     values = {}
-    for key, low in (("epoch", 0), ("start", 0), ("offset", 0), ("world_size", 1)):
+    for key, low, high in (("epoch", 0, None), ("start", 0, position.n), ("offset", 0, None),
+                           ("world_size", 1, None), ("consumed", 0, position.n)):
         value = state.get(key)
-        if isinstance(value, bool) or not isinstance(value, int) or value < low:
-            raise PicPacValueError(f"{path}: the state's {key!r} must be an int >= {low}, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, int) or value < low or (high is not None and value > high):
+            within = f"an int >= {low}" + ("" if high is None else f" and <= {high}")
+            raise PicPacValueError(f"{path}: the state's {key!r} must be {within}, got {value!r} (pass what "
+                                   "state_dict() returned, unchanged)")
         values[key] = value
-    if values["start"] > position.n:
-        raise PicPacValueError(f"{path}: the state's 'start' ({values['start']}) is past the epoch's "
-                               f"{position.n} samples")
-    position.load(values["epoch"], values["start"], values["offset"], values["world_size"])
+    epoch, start, offset, world = values["epoch"], values["start"], values["offset"], values["world_size"]
+    rank = state.get("rank")
+    if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world:
+        raise PicPacValueError(f"{path}: the state's 'rank' must be an int in [0, world_size={world}), got "
+                               f"{rank!r} (pass what state_dict() returned, unchanged)")
+    if not position.share(0, world):
+        raise PicPacValueError(f"{path}: the state's 'world_size' ({world}) leaves no sample to any rank of an "
+                               f"epoch of {position.n} with shard_pad=False: no stream saves that state")
+    if not position.loop and offset > (share := position.share(start, world)):
+        raise PicPacValueError(f"{path}: the state's 'offset' ({offset}) is past the end of its pass: each of its "
+                               f"{world} rank(s) has {share} samples of it after 'start' {start}; a loop=False "
+                               "stream never saves that state (a new pass: 'epoch' + 1, 'offset' 0)")
+    place = position.resolve(epoch, start, offset, world)
+    if place[0] > position.last_epoch:
+        raise position.past_the_end(f"the state's 'epoch' ({epoch})" if epoch > position.last_epoch else
+                                    f"the state's 'offset' ({offset}) from its 'epoch' {epoch}")
+    position.load(*place)

@@ -291,3 +291,96 @@ def test_a_process_killed_by_sigkill_resumes_from_its_checkpoint(db, tmp_path):
         reference = take(s, 16)[6:]
     np.testing.assert_array_equal(resumed["labels"], np.stack([b[1] for b in reference]))  # the same samples
     np.testing.assert_array_equal(resumed["images"], np.stack([b[0] for b in reference]))  # the same pixels
+
+
+def loaded(path, config: dict, state: dict, count: int) -> list:
+    with picpac.ImageStream(path, **config) as s:
+        s.load_state_dict(state)
+        return take(s, count)
+
+
+@pytest.mark.timeout(30)
+@pytest.mark.parametrize("batch_path", [False, True])
+def test_an_offset_of_10_to_the_18_resumes_at_once_where_the_equivalent_small_state_does(db, arrays, batch_path):
+    path, config = (arrays, dict(batch=5, seed=3, transforms=CIFAR, dtype="uint8")) if batch_path else \
+        (db, dict(SAMPLE_PATH, workers=2))
+    with picpac.ImageStream(path, **config) as s:
+        take(s, 2)
+        state, n = through_json(s.state_dict()), s.size()
+    huge = {**state, "epoch": 3, "offset": 10**18 + 7}
+    small = {**state, "epoch": 3 + 10**18 // n, "offset": 10**18 % n + 7}
+    assert same(loaded(path, config, huge, 3), loaded(path, config, small, 3))
+    with picpac.ImageStream(path, **config) as s:
+        s.load_state_dict(huge)
+        assert (s.state_dict()["epoch"], s.state_dict()["offset"]) == (small["epoch"], small["offset"])
+    # saved by 4 ranks, loaded on 1: whole epochs in the saved shares, then the rest of that epoch
+    quarter = -(-n // 4)
+    elastic = {**state, "world_size": 4, "offset": 10**18}
+    with picpac.ImageStream(path, **config) as s:
+        s.load_state_dict(elastic)
+        assert s.state_dict()["epoch"] == state["epoch"] + 10**18 // quarter
+        assert s.state_dict()["consumed"] == s.state_dict()["start"] == min(10**18 % quarter * 4, n)
+
+
+def test_a_state_no_stream_can_reach_is_a_value_error_naming_its_key(db):
+    with picpac.ImageStream(db, **SAMPLE_PATH) as s:
+        take(s, 2)
+        state = s.state_dict()
+        last = 2**63 // 20 - 1  # the last epoch of 20 samples: its stream positions stay int64
+        for epoch in (2**62, 2**63, 2**64, 10**30):
+            with pytest.raises(picpac.PicPacValueError, match=rf"db.picpac: the state's 'epoch' \({epoch}\) is past "
+                                                              rf"the last epoch this stream can reach, {last} "
+                                                              r"\(its 20 samples per epoch"):
+                s.load_state_dict({**state, "epoch": epoch})
+        with pytest.raises(picpac.PicPacValueError, match=rf"the state's 'offset' \({20 * 2**62}\) from its 'epoch' "
+                                                          rf"0 is past the last epoch this stream can reach, {last}"):
+            s.load_state_dict({**state, "offset": 20 * 2**62})
+        s.load_state_dict({**state, "epoch": last})  # the last epoch itself: its batches, then the stream ends
+        rest = take_pass(s)  # 20 samples less the 6 of the state's offset: 14, in 5 batches (the last of 2)
+        assert [len(batch[1]) for batch in rest] == [3, 3, 3, 3, 2]
+        with pytest.raises(picpac.PicPacValueError, match=rf"set_epoch\({last + 1}\) is past the last epoch"):
+            s.set_epoch(last + 1)
+    with picpac.ImageStream(db, **SAMPLE_PATH, loop=False) as s:
+        state = s.state_dict()
+        with pytest.raises(picpac.PicPacValueError, match=r"the state's 'offset' \(1000000000000000000\) is past the "
+                                                          r"end of its pass: each of its 1 rank\(s\) has 20 samples"):
+            s.load_state_dict({**state, "offset": 10**18})
+        s.load_state_dict({**state, "offset": 20})  # the end of the pass: the next pass
+        assert (s.state_dict()["epoch"], s.state_dict()["offset"]) == (1, 0)
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("epoch", True, r"'epoch' must be an int >= 0, got True \(pass what state_dict\(\) returned, unchanged\)"),
+    ("epoch", 1.0, r"'epoch' must be an int >= 0, got 1.0"),
+    ("epoch", "1", r"'epoch' must be an int >= 0, got '1'"),
+    ("start", 21, r"'start' must be an int >= 0 and <= 20, got 21"),
+    ("offset", None, r"'offset' must be an int >= 0, got None"),
+    ("world_size", True, r"'world_size' must be an int >= 1, got True"),
+    ("world_size", 0, r"'world_size' must be an int >= 1, got 0"),
+    ("consumed", -1, r"'consumed' must be an int >= 0 and <= 20, got -1"),
+    ("consumed", 21, r"'consumed' must be an int >= 0 and <= 20, got 21"),
+    ("rank", 1, r"'rank' must be an int in \[0, world_size=1\), got 1"),
+    ("rank", False, r"'rank' must be an int in \[0, world_size=1\), got False"),
+    ("samples", 20.5, r"the state's stream has 20.5 samples per epoch, this one 20"),
+])
+def test_every_field_of_a_crafted_state_is_checked_naming_the_key(db, key, value, message):
+    with picpac.ImageStream(db, **SAMPLE_PATH) as s:
+        state = s.state_dict()
+        with pytest.raises(picpac.PicPacValueError, match=message):
+            s.load_state_dict({**state, key: value})
+
+
+def test_a_bool_is_not_the_int_a_state_holds(tmp_path):
+    one = random_db(tmp_path / "one.picpac", 1)
+    with picpac.ImageStream(one, batch=1, seed=1) as s:
+        state = s.state_dict()
+        with pytest.raises(picpac.PicPacValueError, match="config key 'seed' is True in the state, 1 here"):
+            s.load_state_dict({**state, "config": {**state["config"], "seed": True}})
+        with pytest.raises(picpac.PicPacValueError, match="the state's stream has True samples per epoch, this one 1"):
+            s.load_state_dict({**state, "samples": True})
+        with pytest.raises(picpac.PicPacValueError, match=r"records True in the state, 1 here"):
+            s.load_state_dict({**state, "databases": [{**state["databases"][0], "records": True}]})
+    with picpac.ImageStream(one, batch=1, seed=1, shard_pad=False) as s:
+        with pytest.raises(picpac.PicPacValueError, match=r"the state's 'world_size' \(2\) leaves no sample to any "
+                                                          r"rank of an epoch of 1 with shard_pad=False"):
+            s.load_state_dict({**s.state_dict(), "world_size": 2})
