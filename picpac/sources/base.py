@@ -180,14 +180,105 @@ def is_number(text: str) -> bool:
     return True
 
 
-def class_labels(texts: list[str]) -> tuple[list[float], list[str] | None]:
-    """Labels as numbers when every text is one; else class names: the sorted names become the classes
-    and each label its name's position (CSV and list files)."""
-    if all(map(is_number, texts)):
-        return [float(t) for t in texts], None
+LABEL_KINDS = ("auto", "numbers", "names")
+"""What a list's or CSV's label column holds (``--label-kind``): numbers, class names, or (auto) whichever
+every label is; auto refuses a column that mixes the two."""
+_SHOWN = 3
+"""How many offending lines an error about a column names."""
+
+
+def column_word(text: str) -> str:
+    """A header cell as picpac matches it: stripped, lower case, spaces and hyphens as underscores."""
+    return text.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def pick_column(value: str | int, header: list[str] | None, width: int, src: str, what: str) -> int:
+    """The 0-based index of the column ``value`` names (``--label-column``, ``--class-name-column``): its
+    1-based number, or its name in ``header`` (matched as :func:`column_word`)."""
+    option = "--" + what.replace(" ", "-")
+    text = str(value).strip()
+    if is_integer(text):
+        if not 1 <= int(text) <= width:
+            raise SourceError(f"{src}: {what} {text} ({option}) is not one of the columns 1-{width}")
+        return int(text) - 1
+    words = [column_word(cell) for cell in header or ()]
+    if column_word(text) not in words:
+        known = f"the header ({', '.join(header)})" if header else "a header line (the source has none)"
+        raise SourceError(f"{src}: {what} {text!r} ({option}) is not in {known}; give the column's name "
+                          "or its number (1 is the first)")
+    return words.index(column_word(text))
+
+
+def class_labels(texts: list[str], where: list[str], kind: str = "auto",
+                 names: list[str] | None = None) -> tuple[list[float], list[str] | None]:
+    """The labels of a list or CSV (``texts``, read at ``where``: "list.txt:3") and the classes.
+
+    Numbers stay numbers; with ``names`` (a class-name column) they are class ids and the classes map each
+    id to its name ("" for ids no line names). Class names become their positions in the sorted names, which
+    are the classes. ``kind`` (:data:`LABEL_KINDS`) says which; auto takes the one every label is, and a
+    column that mixes them is a SourceError naming the first lines of the rarer kind.
+    """
+    numeric = [is_number(t) for t in texts]
+    if kind == "auto":
+        if any(numeric) and not all(numeric):
+            raise _mixed_labels(texts, numeric, where)
+        kind = "numbers" if all(numeric) else "names"
+    if kind == "numbers":
+        bad = [i for i, ok in enumerate(numeric) if not ok]
+        if bad:
+            raise SourceError(f"{where[bad[0]]}: label {texts[bad[0]]!r} is not a number (--label-kind numbers)"
+                              f"{_more(texts, where, bad)}; fix the line(s), or pass --label-kind names "
+                              "(label_kind=\"names\") if the labels are class names")
+        labels = [float(t) for t in texts]
+        return labels, None if names is None else _named_classes(texts, labels, names, where)
+    if names is not None:
+        raise SourceError(f"{where[0]}: the labels are class names ({texts[0]!r}), so a class-name column cannot "
+                          "name them; give class indices in the label column, or no class-name column")
     classes = sorted(set(texts))
     position = {name: float(i) for i, name in enumerate(classes)}
     return [position[t] for t in texts], classes
+
+
+def _mixed_labels(texts: list[str], numeric: list[bool], where: list[str]) -> SourceError:
+    """The error for a label column of numbers and class names: the lines of the rarer kind (a typo)."""
+    words = [i for i, ok in enumerate(numeric) if not ok]
+    numbers = [i for i, ok in enumerate(numeric) if ok]
+    odd, rest = (words, numbers) if len(words) <= len(numbers) else (numbers, words)
+    what, others = ("a class name", "numbers") if odd is words else ("a number", "class names")
+    first = odd[0]
+    return SourceError(f"{where[first]}: label {texts[first]!r} is {what}{_more(texts, where, odd)}, but the other "
+                       f"{len(rest)} labels are {others}; a label column holds numbers or class names, never both: "
+                       "fix the line(s), or pass --label-kind names (label_kind=\"names\") to read every label as a "
+                       "class name")
+
+
+def _more(texts: list[str], where: list[str], lines: list[int]) -> str:
+    """", as are list.txt:7 ('x'), ... (N in all)" for the lines after the first one named."""
+    if len(lines) < 2:
+        return ""
+    shown = ", ".join(f"{where[i]} ({texts[i]!r})" for i in lines[1:_SHOWN])
+    return f", as are {shown}" + (f", ... ({len(lines)} lines in all)" if len(lines) > _SHOWN else "")
+
+
+def _named_classes(texts: list[str], labels: list[float], names: list[str], where: list[str]) -> list[str] | None:
+    """The class table a class-name column gives: each integer id its one name, "" for ids no line names."""
+    table: dict[int, tuple[str, str]] = {}
+    for text, label, name, at in zip(texts, labels, names, where):
+        if not (0 <= label <= MAX_CLASS_ID and label.is_integer()):
+            raise SourceError(f"{at}: label {text!r} is not a class id (an integer 0..{MAX_CLASS_ID}); "
+                              "a class-name column names integer class ids")
+        if not name:
+            raise SourceError(f"{at}: empty class name; give every line of the class-name column a name")
+        first = table.setdefault(int(label), (name, at))
+        if first[0] != name:
+            raise SourceError(f"{at}: class {int(label)} is named {name!r}, but {first[1]} names it {first[0]!r}; "
+                              "give each class index one name")
+    if not table:
+        return None
+    classes = [""] * (max(table) + 1)
+    for label, (name, _) in table.items():
+        classes[label] = name
+    return classes
 
 
 def resolve_path(root: str, path: str) -> str:

@@ -3,10 +3,11 @@ module of that layout."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from ..errors import MissingPathError, SourceError
-from .base import (IMAGE_EXTENSIONS, Listing, SourceItem, annotation_json, data_lines, format_name, is_number, resolve_path,
-                   walk_images)
+from .base import (IMAGE_EXTENSIONS, LABEL_KINDS, Listing, SourceItem, annotation_json, data_lines, format_name,
+                   is_number, resolve_path, walk_images)
 from .coco import read_coco
 from .csv import read_csv
 from .folders import scan_folder
@@ -18,16 +19,22 @@ _DIRECTORY_FORMATS = ("dir", "classdirs", "imagefolder", "yolo", "yolo-seg", "ma
 _FILE_FORMATS = ("list", "annolist", "masklist", "csv", "coco")
 _LABELLED_FORMATS = ("yolo", "yolo-seg", "maskdir")
 """Folder formats whose labels lie in a second folder (``labels``) and that take ``classes``."""
+_LABEL_COLUMN_FORMATS = ("list", "csv")
+"""Formats with a label column, which take ``label_kind``, ``label_column`` and ``class_name_column``."""
 
 
 def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike | None = None,
-         labels: str | os.PathLike | None = None, classes: str | os.PathLike | None = None) -> Listing:
+         labels: str | os.PathLike | None = None, classes: str | os.PathLike | None = None,
+         label_kind: str = "auto", label_column: str | int | None = None,
+         class_name_column: str | int | None = None) -> Listing:
     """List the items of ``src`` read as ``format`` (one of :data:`FORMATS`, or PicPac's number of one).
 
     Relative paths in list, CSV and COCO files are taken from ``root`` (default: the file's
     directory); ``root`` does not apply to folders. ``labels`` (the folder of YOLO label files or
     of masks) and ``classes`` (a YOLO dataset YAML or a text file of class names) apply to the
-    formats yolo, yolo-seg and maskdir only.
+    formats yolo, yolo-seg and maskdir only. ``label_kind`` (:data:`LABEL_KINDS`: whether the labels are
+    numbers or class names), ``label_column`` and ``class_name_column`` (a column's 1-based number or its name in
+    the header) apply to the formats list and csv only.
     """
     src = os.fspath(src)
     format = format_name(format)
@@ -35,14 +42,18 @@ def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike |
         if value is not None and format not in _LABELLED_FORMATS:
             raise SourceError(f"{name} (--{name}) applies to the formats {', '.join(_LABELLED_FORMATS)}, "
                               f"not to {format!r}; leave it out, or name one of those formats with -f")
+    if label_kind not in LABEL_KINDS:
+        raise SourceError(f"label_kind (--label-kind) must be one of {', '.join(LABEL_KINDS)}, got {label_kind!r}")
+    columns = {"label_kind": label_kind, "label_column": label_column, "class_name_column": class_name_column}
     if not os.path.exists(src):
         raise MissingPathError(f"{src}: no such file or directory; pass a folder of images, "
                                "a list file, a CSV or a COCO JSON file (see `picpac docs import`)")
     if not os.path.isdir(src):
-        return _scan_file(src, format, None if root is None else os.fspath(root))
+        return _scan_file(src, format, None if root is None else os.fspath(root), columns)
     if format in _FILE_FORMATS:
         raise SourceError(f"{src}: is a directory, but format {format!r} reads a list file; "
                           f"use -f {'/'.join(_DIRECTORY_FORMATS)} or -f auto for folders")
+    _check_columns(format, columns)
     if root is not None:
         raise SourceError(f"{src}: root (--root) applies to list, CSV and COCO sources, not to folders; "
                           "leave it out")
@@ -52,7 +63,16 @@ def scan(src: str | os.PathLike, format: str = "auto", root: str | os.PathLike |
     return scan_folder(src, format)
 
 
-def _scan_file(src: str, format: str, root: str | None) -> Listing:
+def _check_columns(format: str, columns: dict[str, Any]) -> None:
+    """The label column options are given only for a format with a label column."""
+    if format not in _LABEL_COLUMN_FORMATS and (columns["label_kind"] != "auto" or columns["label_column"] is not None
+                                                or columns["class_name_column"] is not None):
+        raise SourceError("label_kind, label_column, class_name_column (--label-kind, --label-column, "
+                          f"--class-name-column) apply to the formats {', '.join(_LABEL_COLUMN_FORMATS)}, not to "
+                          f"{format!r}; leave them out")
+
+
+def _scan_file(src: str, format: str, root: str | None, columns: dict[str, Any]) -> Listing:
     if format in _DIRECTORY_FORMATS:
         raise SourceError(f"{src}: is a file, but format {format!r} reads a folder; "
                           f"use -f {'/'.join(_FILE_FORMATS)} or -f auto for list files")
@@ -65,13 +85,14 @@ def _scan_file(src: str, format: str, root: str | None) -> Listing:
     if format == "auto":
         format = _detect_file_format(src, root)
     source = f"{format} {os.path.abspath(src)}"
+    _check_columns(format, columns)
     if format == "csv":
-        items, classes = read_csv(src, root)
+        items, classes = read_csv(src, root, **columns)
         return Listing(items, classes, source, root)
     if format == "coco":
         items, classes = read_coco(src, root)
         return Listing(items, classes, source, root)
-    items, classes = read_list(src, root, format)
+    items, classes = read_list(src, root, format, **columns)
     return Listing(items, classes, source, root)
 
 

@@ -14,7 +14,7 @@ from .. import __version__
 from ..errors import PicPacError, SourceError
 from ..file import durable
 from ..image.decoding import MAX_PIXELS
-from ..sources.base import FORMATS, PICPAC_NUMBERS, format_name
+from ..sources.base import FORMATS, LABEL_KINDS, PICPAC_NUMBERS, format_name
 from ..stores import KINDS as STORE_KINDS
 from .docs import docs_hint
 
@@ -128,6 +128,17 @@ def _import_command(default_format: str):
 
 
 def _import_arguments(f, default_format: str):
+    f = click.option("--class-name-column", default=None, metavar="N|NAME",
+                     help="-f list, csv: the column naming the class of each integer label (its number, 1 the first, "
+                          "or its header name); the classes map each id to its name [default: a list's header column "
+                          "class_name or name].")(f)
+    f = click.option("--label-column", default=None, metavar="N|NAME",
+                     help="-f list, csv: the label column (its number, 1 the first, or its header name) [default: a "
+                          "list's header column label, class or class_index, else column 2 of a 2-column list; a "
+                          "CSV's column label].")(f)
+    f = click.option("--label-kind", type=click.Choice(LABEL_KINDS), default="auto", show_default=True,
+                     help="-f list, csv: the labels are numbers, or class names (each its position in the sorted "
+                          "names); auto takes whichever every label is and refuses a column mixing the two.")(f)
     f = click.option("--classes", type=click.Path(dir_okay=False), default=None,
                      help="Class names for -f yolo, yolo-seg, maskdir: a YOLO dataset YAML (`names:`) or a text "
                           "file with one name per line.")(f)
@@ -154,11 +165,11 @@ def _import(src: str, db: str, fmt: str, store: str | None, **options) -> None:
         return
     ctx = click.get_current_context()
     given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root",
-                               "shard_size")
+                               "shard_size", "label_kind", "label_column", "class_name_column")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given:
-        names = {"fmt": "-f/--format", "max_size": "--max-size", "max_pixels": "--max-pixels"}
-        raise click.UsageError(f"--from cannot be combined with {', '.join(names.get(n, '--' + n) for n in given)} "
+        shown = [("-f/--format" if n == "fmt" else "--" + n.replace("_", "-")) for n in given]
+        raise click.UsageError(f"--from cannot be combined with {', '.join(shown)} "
                                "(they apply to image layouts)")
     from ..stores import import_store
 

@@ -23,6 +23,8 @@ from ..stores.base import output_errors
 
 _WINDOW_PER_THREAD = 4
 """Items in flight per worker thread: enough to keep the workers busy, few enough to bound memory."""
+_CLASSES_SHOWN = 5
+"""Class names the summary line shows: enough to see at once whether the labels are mapped right."""
 
 
 @dataclass
@@ -42,17 +44,32 @@ class ImportReport:
     """The format and path of the source, e.g. "list /data/train.txt"."""
     shards: list[str] | None = None
     """With ``shard_size``: the shard files, in order (``db`` is then their index file)."""
+    classes: list[str] | None = None
+    """The class names written (metadata ``classes``, indexed by class id, "" for unnamed ids)."""
 
     def summary(self) -> str:
-        """Multi-line report: what was imported, then every skipped file and why."""
+        """Multi-line report: what was imported with the classes, then every skipped file and why."""
         rate = self.count / self.seconds if self.seconds > 0 else 0.0
         lines = [f"imported {self.count} records from {self.source} into {self.db} "
                  f"({self.bytes / 1e6:.1f} MB" + (f" in {len(self.shards)} shards" if self.shards else "")
-                 + f") in {self.seconds:.1f} s, {rate:.0f} img/s"]
+                 + f") in {self.seconds:.1f} s, {rate:.0f} img/s; {_classes_line(self.classes)}"]
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)}:")
             lines += [f"  {path}: {reason}" for path, reason in self.skipped]
         return "\n".join(lines)
+
+
+def _classes_line(classes: list[str] | None) -> str:
+    """``3 classes: cat, dog, bird``, the first few only; with unnamed ids (gaps) each name with its id."""
+    named = [(i, name) for i, name in enumerate(classes or ()) if name]
+    if not named:
+        return "no class names"
+    if len(named) == len(classes):
+        head, what = [name for _, name in named[:_CLASSES_SHOWN]], f"{len(named)} classes"
+    else:
+        head = [f"{i} {name}" for i, name in named[:_CLASSES_SHOWN]]
+        what = f"{len(named)} classes (ids {named[0][0]}-{named[-1][0]})"
+    return f"{what}: {', '.join(head)}" + (", ..." if len(named) > _CLASSES_SHOWN else "")
 
 
 @dataclass
@@ -72,7 +89,9 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                    overwrite: bool = False, progress: bool | None = None,
                    labels: str | os.PathLike | None = None,
                    classes: str | os.PathLike | None = None,
-                   shard_size: int | str | None = None) -> ImportReport:
+                   shard_size: int | str | None = None, label_kind: str = "auto",
+                   label_column: str | int | None = None,
+                   class_name_column: str | int | None = None) -> ImportReport:
     """Import the images of ``src`` (laid out as ``format``, a name or PicPac's number; `picpac docs import`) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
@@ -84,7 +103,9 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     Original bytes are stored unchanged unless ``max_size`` makes an image's longer side shrink.
     ``db`` is written only when the import succeeds. ``progress`` shows a progress bar (default:
     when stderr is a terminal). ``labels`` (the folder of YOLO label files or masks) and ``classes``
-    (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir.
+    (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir;
+    ``label_kind`` (auto, numbers, names: what the label column holds; auto refuses a column mixing the two),
+    ``label_column`` and ``class_name_column`` (a column's number or header name) to list and csv.
     With ``shard_size`` (bytes, or a size such as "500MB", "1GB", "1GiB") ``db`` names a shard index file
     (``.shards``) and the records go to shards beside it, ``{stem}-00000.picpac``, ..., a new one begun when
     the current one holds ``shard_size`` bytes of records; each shard is written crash-safely and the index
@@ -99,7 +120,8 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
         _check_positive("max_pixels", max_pixels)
     _check_target(db, overwrite)
     limit = None if shard_size is None else parse_size(shard_size, "shard size")
-    listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes)
+    listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes,
+                   label_kind=label_kind, label_column=label_column, class_name_column=class_name_column)
     if not listing.items:
         raise SourceError(f"{src}: no images found ({listing.source}); see `picpac docs import` for the layouts")
     metadata: dict[str, Any] = {"source": listing.source}
@@ -131,9 +153,10 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                                     f"was written; first problem: {skipped[0][0]}: {skipped[0][1]}")
     if limit is None:
         return ImportReport(db, count, skipped, os.path.getsize(db), source_bytes, time.perf_counter() - start,
-                            listing.source)
+                            listing.source, classes=listing.classes)
     return ImportReport(db, count, skipped, sum(os.path.getsize(p) for p in writer.paths), source_bytes,
-                        time.perf_counter() - start, listing.source, shards=list(writer.paths))
+                        time.perf_counter() - start, listing.source, shards=list(writer.paths),
+                        classes=listing.classes)
 
 
 def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any]) -> Any:

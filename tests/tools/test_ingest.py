@@ -214,7 +214,7 @@ def test_csv_class_names_annotations_and_masks(tmp_path):
             ["c.png", "7", "", "", ""]]
     with open(tmp_path / "data.csv", "w", newline="") as f:
         csv.writer(f).writerows(rows)
-    import_dataset(tmp_path / "data.csv", tmp_path / "db")
+    import_dataset(tmp_path / "data.csv", tmp_path / "db", label_kind="names")  # '7' is a class name too
     metadata, records = read_all(tmp_path / "db")
     assert metadata["classes"] == ["7", "cat", "dog"]
     assert [r[0] for r in records] == [2.0, 1.0, 0.0]
