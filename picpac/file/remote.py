@@ -35,6 +35,12 @@ MAX_INDEX_BYTES = 2**31
 """The largest committed metadata and index a remote file may claim (about 60 million records)."""
 MAX_BACKOFF = 10.0
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
+CACHE_FOLDER = re.compile(r"[0-9a-f]{32}")
+"""The names of the block cache's folders (one per remote file and commit)."""
+CACHE_FILE = re.compile(r"index|b[0-9]+")
+"""The names of the files the block cache evicts (in its folders)."""
+CACHE_MARK = ".picpac-block-cache"
+"""The empty file that marks a folder as the block cache's own."""
 
 
 def is_remote(path: Any) -> bool:
@@ -110,16 +116,60 @@ def remote_text(url: str, options: RemoteOptions, limit: int = 2**24) -> str:
 
     def call() -> bytes:
         try:
-            size = fs.info(path)["size"]
+            size = fs.info(path).get("size")
         except FileNotFoundError:
             raise MissingPathError(f"{url}: no such remote file") from None
+        size = limit if size is None else size  # a server that does not say: read no more than the limit
         if size > limit:
             raise PicPacValueError(f"{url}: {size} bytes, too large for a shard index (at most {limit})")
-        return fs.cat_file(path)
+        return fetch_range(fs, path, 0, size)
     try:
         return retrying("reading", url, options, call).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PicPacValueError(f"{url}: cannot read the shard index: {exc}") from None
+
+
+def fetch_range(fs: Any, key: str, start: int, stop: int) -> bytes:
+    """Bytes ``start``..``stop`` of ``key`` (fsspec's ``cat_file``). From an HTTP server at most the range's
+    bytes are read (and one more), whatever it sends: one that ignores the range and answers with the whole
+    object costs no more memory than the range; a RemoteReadError says it does not serve ranges."""
+    protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
+    if "http" not in protocols and "https" not in protocols:
+        return fs.cat_file(key, start=start, end=stop)
+    from fsspec.asyn import sync
+    return sync(fs.loop, _http_range, fs, key, start, stop)
+
+
+async def _http_range(fs: Any, url: str, start: int, stop: int) -> bytes:
+    size = stop - start
+    if not size:
+        return b""
+    options = dict(fs.kwargs)
+    headers = {**options.pop("headers", {}), "Range": f"bytes={start}-{stop - 1}"}
+    session = await fs.set_session()
+    async with session.get(fs.encode_url(url), headers=headers, **options) as answer:
+        if answer.status == 404:
+            raise FileNotFoundError(url)
+        answer.raise_for_status()
+        ranged = answer.status == 206
+        if not ranged and start:
+            raise RemoteReadError(f"{url}: the server ignores range requests (it answered HTTP {answer.status} "
+                                  f"with the whole object to a request for bytes {start}-{stop}); picpac reads "
+                                  "remote files by range: serve the file from a server that supports them, or "
+                                  "copy it here and read it as a local file")
+        # not ranged: the whole object from its first byte, of which the range is the start
+        want, chunks, got = size + ranged, [], 0
+        while got < want:
+            chunk = await answer.content.read(want - got)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+    if got > size:
+        raise RemoteReadError(f"{url}: the server sent more than the {size} bytes asked for (bytes {start}-{stop}); "
+                              "it does not serve range requests as HTTP says: serve the file from another server, "
+                              "or copy it here and read it as a local file")
+    return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def retrying(what: str, url: str, options: RemoteOptions, call: Callable[[], T]) -> T:
@@ -143,7 +193,10 @@ def retrying(what: str, url: str, options: RemoteOptions, call: Callable[[], T])
 class BlockCache:
     """Blocks of remote files kept as files under ``root`` (a folder per file and commit), at most about
     ``limit`` bytes in all: the least recently used go first. Files are written to a temp name and renamed,
-    so a reader never sees half a block; threads and processes may share one root."""
+    so a reader never sees half a block; threads and processes may share one root. Only what the cache
+    wrote is counted or evicted: files named as blocks (:data:`CACHE_FILE`) in folders named as its own
+    (:data:`CACHE_FOLDER`) that hold its :data:`CACHE_MARK`, so a ``root`` that holds other files (a user's
+    folder given as ``cache_dir``) keeps them all."""
 
     _shared: dict[tuple[str, int, int], BlockCache] = {}
     _shared_lock = threading.Lock()
@@ -181,9 +234,9 @@ class BlockCache:
 
     def store(self, path: str, data: bytes) -> None:
         """Keep ``data`` as ``path``, then evict the least recently used files while over the limit."""
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
         temp = f"{path}.{os.getpid()}-{threading.get_ident()}.tmp"
         try:
+            _own_folder(os.path.dirname(path))
             with open(temp, "wb") as f:
                 f.write(data)
             os.replace(temp, path)
@@ -206,8 +259,11 @@ class BlockCache:
     def _evict(self) -> None:
         files = []
         for folder in os.scandir(self.root):
-            if folder.is_dir(follow_symlinks=False):
+            if CACHE_FOLDER.fullmatch(folder.name) and folder.is_dir(follow_symlinks=False) \
+                    and os.path.isfile(os.path.join(folder.path, CACHE_MARK)):
                 for entry in os.scandir(folder.path):
+                    if not CACHE_FILE.fullmatch(entry.name) or not entry.is_file(follow_symlinks=False):
+                        continue
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
@@ -228,6 +284,15 @@ class BlockCache:
         with self._lock:
             self._evict()
             return self._counted or 0
+
+
+def _own_folder(folder: str) -> None:
+    """Make the cache folder ``folder``, marked as the cache's own (a folder of a cache's name that an older
+    picpac made gets the mark when it is used again)."""
+    os.makedirs(folder, mode=0o700, exist_ok=True)
+    mark = os.path.join(folder, CACHE_MARK)
+    if not os.path.exists(mark):
+        open(mark, "ab").close()
 
 
 def _reopen(url: str, check: bool, options: RemoteOptions, seq: int, crc: int) -> RemoteReader:
@@ -300,7 +365,7 @@ class RemoteReader(BaseReader):
     def _range(self, start: int, stop: int) -> bytes:
         """Bytes ``start``..``stop`` of the file, from the server (retried; a short answer is retried too)."""
         def call() -> bytes:
-            data = self._filesystem().cat_file(self._key, start=start, end=stop)
+            data = fetch_range(self._filesystem(), self._key, start, stop)
             if len(data) != stop - start:
                 raise OSError(f"asked for bytes {start}-{stop}, got {len(data)} bytes")
             return data

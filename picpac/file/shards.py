@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import bisect
 import glob
-import json
 import os
 import posixpath
 from collections.abc import Iterator, Sequence
@@ -24,7 +23,7 @@ import numpy as np
 
 from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from .durable import replace, temp_path
-from .layout import ArraySpec
+from .layout import ArraySpec, load_json
 from .reader import BaseReader, Reader, Record
 from .remote import RemoteOptions, RemoteReader, is_remote, remote_glob, remote_text
 
@@ -53,7 +52,7 @@ def read_index(path: str | os.PathLike, remote: RemoteOptions | None = None) -> 
     if is_remote(path):
         names = _index_names(path, remote_text(path, remote or RemoteOptions()))
         base = posixpath.dirname(path)
-        return [n if is_remote(n) else posixpath.join(base, n) for n in names]
+        return [_remote_shard(path, n, base) for n in names]
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -70,13 +69,26 @@ def read_index(path: str | os.PathLike, remote: RemoteOptions | None = None) -> 
     return shards
 
 
+def _remote_shard(index: str, name: str, base: str) -> str:
+    """The URL of shard ``name`` of the remote ``index`` (whose folder's URL is ``base``): a name relative to
+    it, or a URL of the index's own scheme and server. An index from a server never makes a reader open a
+    local file (an absolute path, a FIFO that blocks) or reach another server."""
+    if not name.startswith("/") and "://" not in name:
+        return posixpath.join(base, name)
+    scheme, _, rest = index.partition("://")
+    own = f"{scheme}://{rest.split('/', 1)[0]}/"
+    if name.startswith(own):
+        return name
+    raise PicPacValueError(f"{index}: shard {name!r:.200} is not on the index's own server ({own}); a remote "
+                           "shard index names its shards relative to its folder, or by URLs that start with "
+                           f"{own}")
+
+
 def _index_names(path: str, text: str) -> list[str]:
     """The shard names an index file's text lists (one per line, or JSON)."""
     if text.lstrip().startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise PicPacValueError(f"{path}: the shard index is not valid JSON ({exc})") from None
+        data = load_json(text.encode("utf-8"), lambda why: PicPacValueError(
+            f"{path}: the shard index is not valid JSON ({why})"))
         names = data.get("shards") if isinstance(data, dict) else None
         if not isinstance(names, list) or not all(isinstance(n, str) and n for n in names):
             raise PicPacValueError(f"{path}: a JSON shard index is {{\"shards\": [\"a.picpac\", ...]}} "

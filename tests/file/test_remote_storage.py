@@ -12,7 +12,7 @@ import pytest
 import picpac
 from picpac.errors import CorruptError, CorruptRecordError, FormatError, MissingPathError, PicPacError, \
     PicPacValueError, RemoteReadError
-from picpac.file.remote import RemoteOptions, RemoteReader, is_remote
+from picpac.file.remote import CACHE_MARK, RemoteOptions, RemoteReader, is_remote
 from picpac.file.shards import ShardedReader, is_glob, open_database, write_index
 
 from conftest import damage_record, payload
@@ -45,7 +45,7 @@ def same(a, b) -> bool:
 
 def blocks(reader: RemoteReader) -> set[str]:
     """The names of the blocks ``reader`` has in its cache."""
-    return set(os.listdir(reader._folder)) - {"index"}
+    return set(os.listdir(reader._folder)) - {"index", CACHE_MARK}
 
 
 def blocks_of(local: picpac.Reader, records) -> set[str]:

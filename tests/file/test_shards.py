@@ -51,6 +51,9 @@ def test_index_errors(shards):
     (shards / "j.shards").write_text('{"files": []}')
     with pytest.raises(PicPacValueError, match="JSON shard index"):
         read_index(shards / "j.shards")
+    (shards / "deep.shards").write_text('{"shards": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(PicPacValueError, match=r"deep\.shards: the shard index is not valid JSON \(nested too deeply"):
+        read_index(shards / "deep.shards")
     with pytest.raises(MissingPathError, match="no such shard index"):
         read_index(shards / "none.shards")
     with pytest.raises(PicPacValueError):
