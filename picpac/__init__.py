@@ -15,7 +15,8 @@ from . import dataflow, image, sampling, stores  # public subpackages (docs/data
 from .engine import work_pool
 from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,
                      MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError, RemoteReadError,
-                     SampleError, SourceError, VersionError, WorkerError, WriterBusyError)
+                     RemoteTimeoutError, SampleError, SourceError, VersionError, WorkerError, WorkerTimeoutError,
+                     WriterBusyError)
 from .file.durable import Terminated, exit_on_signals
 from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
@@ -73,7 +74,8 @@ def __getattr__(name: str) -> ModuleType:
 __all__ = [
     "dataflow", "image", "sampling", "stores", *PUBLIC_MODULES,
     "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "SampleError", "SourceError", "VersionError", "WorkerError", "Writer",
+    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "RemoteTimeoutError", "SampleError", "SourceError", "VersionError", "WorkerError",
+    "WorkerTimeoutError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",
     "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
 ]

@@ -79,6 +79,11 @@ class WorkerError(PicPacError):
     """A worker process died, could not start, or raised an exception that cannot be sent back."""
 
 
+class WorkerTimeoutError(WorkerError, TimeoutError):
+    """A worker sent no result within the ``timeout`` it was given (stopped, stuck in a native call, waiting
+    on a dead mount); the message names the worker and the setting."""
+
+
 class FileIOError(PicPacError, OSError):
     """The operating system failed a read or a write: no space left on device, a disk quota or file size
     limit, an I/O error, no permission. ``errno`` is the system's error number."""
@@ -87,6 +92,11 @@ class FileIOError(PicPacError, OSError):
 class RemoteReadError(PicPacError, OSError):
     """Reading a remote file (s3://, gs://, http(s)://, ...) failed, after every retry where a retry could help:
     the network, the server, the credentials, or the file changed on the server since it was opened."""
+
+
+class RemoteTimeoutError(RemoteReadError, TimeoutError):
+    """A remote request did not complete within its ``timeout``, on every attempt (a server that stalls or
+    trickles); the message names the URL and the setting."""
 
 
 class WriterBusyError(PicPacError):

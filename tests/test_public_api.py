@@ -16,7 +16,7 @@ PUBLIC = {
         "ImageStream", "ImageLoader", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
-        "WriterBusyError", "ImageTooLargeError", "FileIOError", "RemoteReadError",
+        "WriterBusyError", "ImageTooLargeError", "FileIOError", "RemoteReadError", "RemoteTimeoutError", "WorkerTimeoutError",
         "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",
         "dataflow", "image", "sampling", "stores", "transforms", "color", "dense", "batched", "data_source",
         "work_pool", "ingest",

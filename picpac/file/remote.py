@@ -5,10 +5,13 @@ its records on demand. What it downloads goes through a :class:`BlockCache`, fix
 file kept as files under ``cache_dir`` and evicted least recently used first once they pass ``cache_limit``;
 the threads and processes of a stream share it. ``prefetch`` downloads the blocks of records about to be
 read on a few threads. Every record is checked against its CRC32 when it arrives, and a failed range read
-is retried with exponential backoff before it becomes a :class:`RemoteReadError`.
+is retried with exponential backoff before it becomes a :class:`RemoteReadError`. Every request is
+abandoned once it has taken ``timeout`` seconds, however its bytes arrive (the clients' own timeouts bound
+each socket read, so a server that trickles a byte at a time would hold a read for ever).
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import random
@@ -22,7 +25,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from ..errors import CorruptError, CorruptRecordError, MissingPathError, PicPacError, PicPacValueError, RemoteReadError
+from ..errors import (CorruptError, CorruptRecordError, MissingPathError, PicPacError, PicPacValueError, RemoteReadError,
+                      RemoteTimeoutError)
 from .layout import HEADER_SIZE, check_commit_bounds, crc32, read_commit, read_header
 from .reader import BaseReader, Record
 from .sizes import parse_size
@@ -34,6 +38,8 @@ BLOCK_SIZE, CACHE_LIMIT, RETRIES = 4 * 2**20, 4 * 2**30, 5
 MAX_INDEX_BYTES = 2**31
 """The largest committed metadata and index a remote file may claim (about 60 million records)."""
 MAX_BACKOFF = 10.0
+REMOTE_TIMEOUT, MAX_TIMEOUT = 30.0, 86400.0
+"""The seconds one request may take by default (RemoteOptions.timeout; the stream's timeout=None), and at most."""
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 CACHE_FOLDER = re.compile(r"[0-9a-f]{32}")
 """The names of the block cache's folders (one per remote file and commit)."""
@@ -57,7 +63,8 @@ def default_cache_dir() -> str:
 class RemoteOptions:
     """How remote files are read. ``cache_limit`` and ``block_size`` are bytes or sizes ("4GiB");
     ``retries``: further attempts of a failed request, waiting ``backoff`` seconds, doubled each time
-    (with jitter, at most 10 s); ``storage_options``: given to fsspec (endpoint, credentials, ...)."""
+    (with jitter, at most 10 s); ``timeout``: the seconds one request may take in all (a slower one is
+    abandoned and counts as failed); ``storage_options``: given to fsspec (endpoint, credentials, ...)."""
 
     cache_dir: str | None = None
     cache_limit: int | str = CACHE_LIMIT
@@ -66,6 +73,7 @@ class RemoteOptions:
     backoff: float = 0.2
     prefetch_threads: int = 4
     storage_options: dict[str, Any] = field(default_factory=dict)
+    timeout: float = REMOTE_TIMEOUT
 
     def __post_init__(self) -> None:
         block = parse_size(self.block_size, "block_size")
@@ -82,12 +90,20 @@ class RemoteOptions:
         if isinstance(self.backoff, bool) or not isinstance(self.backoff, (int, float)) or \
                 not 0 <= self.backoff <= MAX_BACKOFF:
             raise PicPacValueError(f"backoff must be 0 to {MAX_BACKOFF} seconds, got {self.backoff!r}")
+        if isinstance(self.timeout, bool) or not isinstance(self.timeout, (int, float)) or \
+                not 0 < self.timeout <= MAX_TIMEOUT:
+            raise PicPacValueError(f"timeout must be > 0 and at most {MAX_TIMEOUT:g} seconds, got {self.timeout!r}")
         if not isinstance(self.storage_options, dict):
             raise PicPacValueError(f"storage_options must be a dict (fsspec's options), got "
                                    f"{type(self.storage_options).__name__}")
         object.__setattr__(self, "block_size", block)
         object.__setattr__(self, "cache_limit", limit)
         object.__setattr__(self, "cache_dir", os.path.abspath(os.path.expanduser(self.cache_dir or default_cache_dir())))
+
+    def deadline(self) -> float:
+        """The most seconds one read may take: every attempt at ``timeout``, and the waits between them."""
+        waits = sum(min(self.backoff * 2**attempt, MAX_BACKOFF) for attempt in range(self.retries))
+        return (self.retries + 1) * self.timeout + waits
 
 
 def filesystem(url: str, options: RemoteOptions) -> tuple[Any, str]:
@@ -106,7 +122,7 @@ def filesystem(url: str, options: RemoteOptions) -> tuple[Any, str]:
 def remote_glob(pattern: str, options: RemoteOptions) -> list[str]:
     """The URLs that match a remote glob, sorted."""
     fs, path = filesystem(pattern, options)
-    found = retrying("listing", pattern, options, lambda: fs.glob(path))
+    found = retrying("listing", pattern, options, lambda: bounded(fs, options.timeout, "glob", path))
     return sorted(fs.unstrip_protocol(p) for p in found)
 
 
@@ -116,28 +132,71 @@ def remote_text(url: str, options: RemoteOptions, limit: int = 2**24) -> str:
 
     def call() -> bytes:
         try:
-            size = fs.info(path).get("size")
+            size = bounded(fs, options.timeout, "info", path).get("size")
         except FileNotFoundError:
             raise MissingPathError(f"{url}: no such remote file") from None
         size = limit if size is None else size  # a server that does not say: read no more than the limit
         if size > limit:
             raise PicPacValueError(f"{url}: {size} bytes, too large for a shard index (at most {limit})")
-        return fetch_range(fs, path, 0, size)
+        return fetch_range(fs, path, 0, size, options.timeout)
     try:
         return retrying("reading", url, options, call).decode("utf-8")
     except UnicodeDecodeError as exc:
         raise PicPacValueError(f"{url}: cannot read the shard index: {exc}") from None
 
 
-def fetch_range(fs: Any, key: str, start: int, stop: int) -> bytes:
-    """Bytes ``start``..``stop`` of ``key`` (fsspec's ``cat_file``). From an HTTP server at most the range's
-    bytes are read (and one more), whatever it sends: one that ignores the range and answers with the whole
-    object costs no more memory than the range; a RemoteReadError says it does not serve ranges."""
+class RequestTimeout(TimeoutError):
+    """A request abandoned after ``timeout`` seconds (retried like any failed request)."""
+
+    def __init__(self, timeout: float):
+        super().__init__(f"no complete answer within {timeout:g} s (timeout={timeout:g})")
+
+
+def bounded(fs: Any, timeout: float, method: str | Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+    """``fs.method(*args, **kwargs)``, abandoned after ``timeout`` seconds: a :class:`RequestTimeout`. An async
+    filesystem (s3fs, http, gcsfs) cancels the request on its event loop; a blocking one's call is left to
+    end on a thread of its own. ``method`` may also be a coroutine function ``(fs, *args)`` (async only)."""
+    start = time.monotonic()
+    try:
+        if not getattr(fs, "async_impl", False):
+            return _on_thread(timeout, getattr(fs, method), *args, **kwargs)
+        from fsspec.asyn import sync
+        call = getattr(fs, "_" + method) if isinstance(method, str) else functools.partial(method, fs)
+        return sync(fs.loop, call, *args, timeout=timeout, **kwargs)
+    except TimeoutError:
+        if time.monotonic() - start < timeout:  # the client's own timeout, not ours
+            raise
+        raise RequestTimeout(timeout) from None
+
+
+def _on_thread(timeout: float, call: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    done: list = []
+
+    def run() -> None:
+        try:
+            done.append((True, call(*args, **kwargs)))
+        except BaseException as exc:
+            done.append((False, exc))
+    thread = threading.Thread(target=run, name="picpac-request", daemon=True)
+    thread.start()
+    thread.join(timeout)
+    if not done:
+        raise TimeoutError
+    ok, value = done[0]
+    if not ok:
+        raise value
+    return value
+
+
+def fetch_range(fs: Any, key: str, start: int, stop: int, timeout: float) -> bytes:
+    """Bytes ``start``..``stop`` of ``key`` (fsspec's ``cat_file``), within ``timeout`` seconds (see
+    :func:`bounded`). From an HTTP server at most the range's bytes are read (and one more), whatever it
+    sends: one that ignores the range and answers with the whole object costs no more memory than the
+    range; a RemoteReadError says it does not serve ranges."""
     protocols = (fs.protocol,) if isinstance(fs.protocol, str) else fs.protocol
     if "http" not in protocols and "https" not in protocols:
-        return fs.cat_file(key, start=start, end=stop)
-    from fsspec.asyn import sync
-    return sync(fs.loop, _http_range, fs, key, start, stop)
+        return bounded(fs, timeout, "cat_file", key, start=start, end=stop)
+    return bounded(fs, timeout, _http_range, key, start, stop)
 
 
 async def _http_range(fs: Any, url: str, start: int, stop: int) -> bytes:
@@ -185,6 +244,10 @@ def retrying(what: str, url: str, options: RemoteOptions, call: Callable[[], T])
             last = exc
         if attempt < options.retries:
             time.sleep(min(options.backoff * 2**attempt, MAX_BACKOFF) * random.uniform(0.5, 1.0))
+    if isinstance(last, RequestTimeout):
+        raise RemoteTimeoutError(f"{url}: {what} failed {options.retries + 1} times (TimeoutError: {last}); the "
+                                 "server stalls or sends too slowly: check the network and the server, or allow "
+                                 "more time (timeout) or more retries (remote_retries)") from last
     raise RemoteReadError(f"{url}: {what} failed {options.retries + 1} times ({type(last).__name__}: {last}); "
                           "check the network, the server and the credentials (storage_options), or allow more "
                           "retries (remote_retries)") from last
@@ -353,7 +416,7 @@ class RemoteReader(BaseReader):
         """The file's size and its header's bytes."""
         def info() -> dict:
             try:
-                return self._filesystem().info(self._key)
+                return bounded(self._filesystem(), self.options.timeout, "info", self._key)
             except FileNotFoundError:
                 raise MissingPathError(f"{self.path}: no such remote file") from None
             except PermissionError as exc:
@@ -365,7 +428,7 @@ class RemoteReader(BaseReader):
     def _range(self, start: int, stop: int) -> bytes:
         """Bytes ``start``..``stop`` of the file, from the server (retried; a short answer is retried too)."""
         def call() -> bytes:
-            data = fetch_range(self._filesystem(), self._key, start, stop)
+            data = fetch_range(self._filesystem(), self._key, start, stop, self.options.timeout)
             if len(data) != stop - start:
                 raise OSError(f"asked for bytes {start}-{stop}, got {len(data)} bytes")
             return data
