@@ -8,7 +8,12 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
   under ``fork`` it is inherited);
 * each worker has its own duplex pipe: tasks go down, small results come back; the consumer waits
   on the pipes *and* the process sentinels, so a worker that dies (even by SIGKILL) is noticed at
-  once and reported as :class:`WorkerError` naming it;
+  once and reported as :class:`WorkerError` naming it. A task is sent without blocking: while a
+  worker's pipe is full the consumer takes in the results that wait on every pipe, for the worker may
+  be blocked writing one (large items and results both ways fill the pipes, and a consumer blocked
+  writing while the worker is blocked writing back would wait for ever). With ``timeout`` every wait
+  is bounded: a worker that sends nothing for that long (stopped, stuck in a native call, waiting on
+  a dead mount) is a :class:`WorkerTimeoutError` naming it;
 * ``shared_batches.SharedBatches`` has the workers write each result array straight into a ring
   of batch buffers in one POSIX shared-memory block (``shared_memory.SharedBlock``); the consumer
   gets NumPy views of whole batches, so image arrays are never pickled;
@@ -33,7 +38,10 @@ import math
 import multiprocessing as mp
 import os
 import pickle
+import selectors
 import signal
+import socket
+import struct
 import sys
 import threading
 import time
@@ -42,17 +50,18 @@ import warnings
 import weakref
 from collections.abc import Callable, Iterable, Iterator
 from multiprocessing import connection
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 from .shared_memory import SharedBlock
 from .threads import Outcome
 
 METHODS = ("spawn", "fork")
 PER_WORKER = 64
-"""Most tasks queued on one worker's pipe: far below a pipe's buffer, so sending never blocks."""
+"""Most tasks in flight on one worker."""
 
 # messages, consumer -> worker: (TASK, seq, item, slot), (ARENA, name, shape, dtype), None = stop
 TASK, ARENA = 0, 1
@@ -62,6 +71,7 @@ OK, ERROR, FATAL, READY, PROBED = 0, 1, 2, 3, 4
 PROBE_TIMEOUT = 5.0
 """Seconds a forked worker has to run its probe (milliseconds of work) before it is taken for deadlocked."""
 FORK_ATTEMPTS = 3
+_Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)  # one per wait: poll's is cheapest to make
 
 
 # -- errors across the process boundary -------------------------------------------------------------
@@ -203,6 +213,7 @@ class _State:
     def __init__(self) -> None:
         self.procs: list[Any] = []
         self.conns: list[connection.Connection] = []
+        self.socks: list[socket.socket] = []  # the conns' sockets (duplicated), for sends that must not block
         self.blocks: list[SharedBlock] = []
 
 
@@ -211,12 +222,15 @@ def _teardown(state: _State, grace: float = 0.2) -> None:
     blocks, state.blocks = state.blocks, []
     for block in blocks:  # first: it cannot block, and the name is what could leak
         block.unlink()
+    socks, state.socks = state.socks, []
+    for sock in socks:
+        try:  # not blocking: a worker that does not read (stopped, its pipe full) gets SIGTERM below
+            _send_now(sock, _frame(None))
+        except OSError:
+            pass
+        sock.close()
     conns, state.conns = state.conns, []
     for conn in conns:
-        try:
-            conn.send(None)
-        except (OSError, ValueError):
-            pass
         conn.close()
     procs = state.procs
     deadline = time.monotonic() + grace
@@ -233,6 +247,32 @@ def _teardown(state: _State, grace: float = 0.2) -> None:
     state.procs = []
     for p in procs:
         p.close()
+
+
+def _frame(message: Any) -> bytes:
+    """``message`` as ``Connection.send`` puts it on the wire (a length, then the pickle), for ``recv()``."""
+    data = ForkingPickler.dumps(message)
+    n = len(data)
+    return (struct.pack("!i", n) if n <= 0x7fffffff else struct.pack("!iQ", -1, n)) + data
+
+
+def _send_now(sock: socket.socket, data: memoryview | bytes) -> int:
+    """Write what fits in ``sock``'s buffer now (0 when it is full), never waiting."""
+    try:
+        return sock.send(data, socket.MSG_DONTWAIT)
+    except BlockingIOError:
+        return 0
+
+
+def _process_state(pid: int) -> str:
+    """What /proc says the process is doing when that explains a silence ('' elsewhere)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            state = f.read().rsplit(b")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+    return {b"T": "; it is stopped (SIGSTOP, a debugger)", b"t": "; it is stopped by a debugger",
+            b"D": "; it is in an uninterruptible wait (a dead mount or device)"}.get(state, "")
 
 
 def pack_recipe(recipe: Callable[[], Callable[[Any], Any]], method: str, who: str = "backend='process'",
@@ -262,15 +302,20 @@ class ProcessPool:
     back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
     workers and free the shared memory. ``probe`` (``fork`` only; None: none) runs first in every
     worker: one still in it after ``PROBE_TIMEOUT`` seconds is taken for deadlocked by a lock copied
-    locked at the fork, and forked again.
+    locked at the fork, and forked again. ``timeout`` (seconds, None: no limit) bounds every wait for a
+    worker: for a reply, and for room in its pipe; past it, :class:`WorkerTimeoutError` names the worker,
+    and the pool must be closed.
     """
 
     def __init__(self, recipe: Any, workers: int, method: str = "spawn", shaped: bool = True,
-                 name: str = "picpac", probe: Callable[[], None] | None = opencv_probe):
+                 name: str = "picpac", probe: Callable[[], None] | None = opencv_probe,
+                 timeout: float | None = None):
         if workers < 1:
             raise PicPacValueError(f"workers must be >= 1, got {workers}")
+        if timeout is not None and not 0 < timeout < math.inf:
+            raise PicPacValueError(f"timeout must be None or a number of seconds > 0, got {timeout!r}")
         payload = recipe if isinstance(recipe, bytes) and method == "spawn" else pack_recipe(recipe, method)
-        self.workers, self.method, self.name = workers, method, name
+        self.workers, self.method, self.name, self.timeout = workers, method, name, timeout
         self._state = _State()
         self._finalizer = weakref.finalize(self, _teardown, self._state)
         self._load = [0] * workers
@@ -293,6 +338,7 @@ class ProcessPool:
             self.close()
             raise
         self._conns = list(self._state.conns)
+        self._socks = list(self._state.socks)
         self._sentinels = {p.sentinel: i for i, p in enumerate(self._state.procs)}
         self._index = {id(c): i for i, c in enumerate(self._conns)}
 
@@ -306,12 +352,16 @@ class ProcessPool:
                                   args=(i, theirs, payload, parent, main, inherited, shaped, probe))
         self._start(p, main)
         theirs.close()
+        sock = socket.socket(fileno=os.dup(ours.fileno()))
+        sock.setblocking(True)  # the fd's flags are ours' too: only a send's MSG_DONTWAIT may skip the wait
         if again:
             state.procs[i].close()
-            state.procs[i], state.conns[i] = p, ours
+            state.socks[i].close()
+            state.procs[i], state.conns[i], state.socks[i] = p, ours, sock
         else:
             state.procs.append(p)
             state.conns.append(ours)
+            state.socks.append(sock)
 
     def _await_probes(self) -> None:
         """Wait until every forked worker has got through its probe; fork again those that hang in it."""
@@ -404,8 +454,9 @@ class ProcessPool:
         return seq
 
     def result(self, seq: int) -> tuple:
+        deadline = self._deadline()
         while seq not in self._done:
-            self._poll()
+            self._poll(deadline, self._owner[seq])
         self._load[self._owner.pop(seq)] -= 1
         return self._done.pop(seq)
 
@@ -414,8 +465,9 @@ class ProcessPool:
         collect it with ``result()``."""
         if not self._owner:
             raise PicPacError("no task in flight to wait for")
+        deadline = self._deadline()
         while not self._done:
-            self._poll()
+            self._poll(deadline, self._owner[next(iter(self._owner))])  # named when late: the oldest task's
         return next(iter(self._done))
 
     def drain(self) -> None:
@@ -423,20 +475,44 @@ class ProcessPool:
         for seq in list(self._owner):
             self.result(seq)
 
-    def _send(self, i: int, message: Any) -> None:
-        try:
-            self._conns[i].send(message)
-        except OSError:
-            self._died(i)
+    def _deadline(self) -> float | None:
+        return None if self.timeout is None else time.monotonic() + self.timeout
 
-    def _poll(self) -> None:
-        ready = connection.wait(self._conns + list(self._sentinels), None)
+    def _send(self, i: int, message: Any) -> None:
+        """Send ``message`` to worker ``i``, taking in replies while its pipe is full (see the module's notes)."""
+        data, sock, deadline = memoryview(_frame(message)), self._socks[i], self._deadline()
+        while data:
+            try:
+                data = data[_send_now(sock, data):]
+            except OSError:
+                self._died(i)
+            if data:
+                self._poll(deadline, i, sock)
+
+    def _poll(self, deadline: float | None, who: int, writing: socket.socket | None = None) -> None:
+        """Wait until a reply is in (handled), a worker died (raised), or ``writing`` has room; past
+        ``deadline``, a WorkerTimeoutError naming worker ``who``."""
+        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+        with _Selector() as selector:
+            for conn in self._conns:
+                selector.register(conn, selectors.EVENT_READ)
+            for sentinel in self._sentinels:
+                selector.register(sentinel, selectors.EVENT_READ)
+            if writing is not None:
+                selector.register(writing, selectors.EVENT_WRITE)
+            ready = [key.fileobj for key, _ in selector.select(wait)]
         for conn in ready:  # messages first: a worker's last words come before its death
-            if not isinstance(conn, int):
+            if isinstance(conn, connection.Connection):
                 self._drain(self._index[id(conn)])
         for sentinel in ready:
             if isinstance(sentinel, int):
                 self._died(self._sentinels[sentinel])
+        if not ready and deadline is not None and time.monotonic() >= deadline:
+            pid = self._state.procs[who].pid
+            raise WorkerTimeoutError(
+                f"{self._who(who)} sent nothing for {self.timeout:g} s (timeout={self.timeout:g}){_process_state(pid)}: "
+                "it is stopped, stuck in a native call or waiting on a dead mount; raise timeout if its work "
+                "is this slow")
 
     def _drain(self, i: int) -> None:
         """Handle every message waiting on worker ``i``'s pipe."""

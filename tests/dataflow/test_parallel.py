@@ -424,3 +424,56 @@ def test_engines_unordered_ready_and_drain(clean):
         pool.drain()
         assert pool.pending == 0
         assert [o.get()[1] for _, o in pool_map(pool, range(5), 3)] == list(range(5))
+
+
+# -- image-sized datapoints at the defaults (issue 25 item 3) -------------------------------------------------
+def halve(dp):
+    """A 224x224 image in, a float32 image of 4x its bytes out: large items and results both ways."""
+    return [dp[0].astype(np.float32) / 2, dp[1]]
+
+
+@pytest.fixture(scope="module")
+def images_db(tmp_path_factory) -> tuple[str, list[np.ndarray]]:
+    """40 JPEGs of 224x224 (label i) and what ``halve`` makes of each, decoded here by OpenCV."""
+    import cv2
+    import picpac
+    path = tmp_path_factory.mktemp("images") / "images.picpac"
+    rng = np.random.default_rng(25)
+    wanted = []
+    with picpac.Writer(path) as w:
+        for i in range(40):
+            jpeg = cv2.imencode(".jpg", rng.integers(0, 256, (224, 224, 3), np.uint8))[1].tobytes()
+            w.append(image=jpeg, label=i)
+            wanted.append(cv2.cvtColor(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR),
+                                       cv2.COLOR_BGR2RGB).astype(np.float32) / 2)
+    return str(path), wanted
+
+
+@pytest.mark.parametrize("strict", [True, False])
+@pytest.mark.parametrize("kind", ["process", "thread"])
+def test_image_sized_datapoints_stream_at_the_defaults_after_opencv(images_db, clean, kind, strict):
+    import cv2
+    from picpac.dataflow import PicPacData
+    path, wanted = images_db
+    cv2.resize(np.zeros((2000, 2000, 3), np.uint8), (224, 224))  # the parent has used OpenCV (and its threads)
+    df = PicPacData(path, shuffle=False)
+    m = MultiProcessMapData(df, 2, halve, strict=strict) if kind == "process" else \
+        MultiThreadMapData(df, 2, halve, strict=strict)
+    done = threading.Event()
+
+    def watchdog():  # a hang fails the test: its workers are killed, which the consumer reports
+        if not done.wait(60):
+            for pid in getattr(m, "pids", []):
+                os.kill(pid, signal.SIGKILL)
+    threading.Thread(target=watchdog, daemon=True).start()
+    with m:
+        m.reset_state()
+        try:
+            # strict: two passes, each MapData's in its order; else results as they are done, at most
+            # buffer_size (200) in flight, so the first 40 + 200 hold every datapoint of the first pass
+            got = [dp for _ in range(2) for dp in m] if strict else take(m, 240)
+        finally:
+            done.set()
+    labels = [int(label) for _, label in got]
+    assert labels == list(range(40)) * 2 if strict else set(labels) == set(range(40))
+    assert all(np.array_equal(image, wanted[label]) for image, label in zip((dp[0] for dp in got), labels))
