@@ -291,18 +291,24 @@ def repair_command(db: str, output: str | None, overwrite: bool) -> None:
 @click.option("--relabel-by-source", is_flag=True,
               help="Label each record with the index of its source (0, 1, ...) [default: keep the labels, matched "
                    "to the union of the sources' class names].")
+@click.option("--max-pixels", type=click.IntRange(min=0), default=MAX_PIXELS, show_default=True,
+              help="Refuse a mask whose header declares more than N pixels, before decoding it to remap its class "
+                   "values. 0: no limit.")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")
-def merge_command(sources: tuple[str, ...], out: str, relabel_by_source: bool, overwrite: bool) -> None:
+def merge_command(sources: tuple[str, ...], out: str, relabel_by_source: bool, max_pixels: int,
+                  overwrite: bool) -> None:
     """Concatenate the records of the databases SOURCES into the new database OUT, source after source.
 
-    Fields, groups and meta are copied as stored. Class names are reconciled: OUT's table is the union of
-    the sources' tables in first-seen order, and each label becomes its class's id in it.
+    Fields, groups and meta are copied as stored. Class names are reconciled: OUT's table is the first
+    source's followed by each new name in the order met, and each class id becomes its class's id in it:
+    the labels, or the annotation shapes' labels and mask values when the classes name those (COCO, YOLO
+    and mask imports).
     """
     from .merge import merge
 
     with _no_temps_left(out):
         report = merge(sources, out, relabel_by_source=relabel_by_source, overwrite=overwrite,
-                       progress=_bar("merge"))
+                       progress=_bar("merge"), max_pixels=max_pixels)
     click.echo(report.summary())
 
 
