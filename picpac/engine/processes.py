@@ -71,6 +71,8 @@ OK, ERROR, FATAL, READY, PROBED = 0, 1, 2, 3, 4
 PROBE_TIMEOUT = 5.0
 """Seconds a forked worker has to run its probe (milliseconds of work) before it is taken for deadlocked."""
 FORK_ATTEMPTS = 3
+START_TIMEOUT = 60.0
+"""Seconds a worker that has not started yet (imports, its recipe) is given, when the pool's timeout is shorter."""
 _Selector = getattr(selectors, "PollSelector", selectors.SelectSelector)  # one per wait: poll's is cheapest to make
 
 
@@ -320,6 +322,7 @@ class ProcessPool:
         self._finalizer = weakref.finalize(self, _teardown, self._state)
         self._load = [0] * workers
         self._ready = [False] * workers
+        self._heard = [0.0] * workers  # when each worker last sent anything
         self._probed = [False] * workers
         self._owner: dict[int, int] = {}  # seq -> worker, for the tasks not collected yet
         self._done: dict[int, tuple] = {}
@@ -454,9 +457,9 @@ class ProcessPool:
         return seq
 
     def result(self, seq: int) -> tuple:
-        deadline = self._deadline()
+        since = time.monotonic()
         while seq not in self._done:
-            self._poll(deadline, self._owner[seq])
+            self._poll(since, self._owner[seq])
         self._load[self._owner.pop(seq)] -= 1
         return self._done.pop(seq)
 
@@ -465,9 +468,9 @@ class ProcessPool:
         collect it with ``result()``."""
         if not self._owner:
             raise PicPacError("no task in flight to wait for")
-        deadline = self._deadline()
+        since = time.monotonic()
         while not self._done:
-            self._poll(deadline, self._owner[next(iter(self._owner))])  # named when late: the oldest task's
+            self._poll(since, self._owner[next(iter(self._owner))])  # named when late: the oldest task's
         return next(iter(self._done))
 
     def drain(self) -> None:
@@ -475,24 +478,21 @@ class ProcessPool:
         for seq in list(self._owner):
             self.result(seq)
 
-    def _deadline(self) -> float | None:
-        return None if self.timeout is None else time.monotonic() + self.timeout
-
     def _send(self, i: int, message: Any) -> None:
         """Send ``message`` to worker ``i``, taking in replies while its pipe is full (see the module's notes)."""
-        data, sock, deadline = memoryview(_frame(message)), self._socks[i], self._deadline()
+        data, sock, since = memoryview(_frame(message)), self._socks[i], time.monotonic()
         while data:
             try:
                 data = data[_send_now(sock, data):]
             except OSError:
                 self._died(i)
             if data:
-                self._poll(deadline, i, sock)
+                self._poll(since, i, sock)
 
-    def _poll(self, deadline: float | None, who: int, writing: socket.socket | None = None) -> None:
-        """Wait until a reply is in (handled), a worker died (raised), or ``writing`` has room; past
-        ``deadline``, a WorkerTimeoutError naming worker ``who``."""
-        wait = None if deadline is None else max(0.0, deadline - time.monotonic())
+    def _poll(self, since: float, who: int, writing: socket.socket | None = None) -> None:
+        """Wait until a reply is in (handled), a worker died (raised), or ``writing`` has room; a
+        WorkerTimeoutError when worker ``who`` has sent nothing for ``timeout`` seconds since ``since``."""
+        wait = None if self.timeout is None else max(0.0, self._late(since, who))
         with _Selector() as selector:
             for conn in self._conns:
                 selector.register(conn, selectors.EVENT_READ)
@@ -507,12 +507,22 @@ class ProcessPool:
         for sentinel in ready:
             if isinstance(sentinel, int):
                 self._died(self._sentinels[sentinel])
-        if not ready and deadline is not None and time.monotonic() >= deadline:
-            pid = self._state.procs[who].pid
+        if self.timeout is not None and self._late(since, who) <= 0:
+            limit, state = self._limit(who), _process_state(self._state.procs[who].pid)
+            if not self._ready[who]:
+                raise WorkerTimeoutError(f"{self._who(who)} did not start within {limit:g} s (timeout={self.timeout:g}, "
+                                         f"at least {START_TIMEOUT:g} s to start){state}: it is stuck importing or "
+                                         "building its work (a dead mount?)")
             raise WorkerTimeoutError(
-                f"{self._who(who)} sent nothing for {self.timeout:g} s (timeout={self.timeout:g}){_process_state(pid)}: "
-                "it is stopped, stuck in a native call or waiting on a dead mount; raise timeout if its work "
-                "is this slow")
+                f"{self._who(who)} sent nothing for {limit:g} s (timeout={self.timeout:g}){state}: it is stopped, stuck "
+                "in a native call or waiting on a dead mount; raise timeout if its work is this slow")
+
+    def _limit(self, who: int) -> float:
+        return self.timeout if self._ready[who] else max(self.timeout, START_TIMEOUT)
+
+    def _late(self, since: float, who: int) -> float:
+        """Seconds left before worker ``who``, silent since ``since`` or its last message, is late."""
+        return max(since, self._heard[who]) + self._limit(who) - time.monotonic()
 
     def _drain(self, i: int) -> None:
         """Handle every message waiting on worker ``i``'s pipe."""
@@ -527,6 +537,7 @@ class ProcessPool:
             self._handle(i, message)  # outside the try: a worker's OSError is its own, not a broken pipe
 
     def _handle(self, i: int, message: tuple) -> None:
+        self._heard[i] = time.monotonic()
         kind = message[0]
         if kind == OK:
             self._done[message[1]] = (OK, message[2], message[3])

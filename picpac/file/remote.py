@@ -405,6 +405,7 @@ class RemoteReader(BaseReader):
         self._inflight: dict[int, Future] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._cache = BlockCache.shared(self.options.cache_dir, self.options.cache_limit)
+        self._stalled: tuple[float, str] | None = None  # (until when, why): reads fail at once
 
     def _filesystem(self) -> Any:
         """The filesystem, reconnected first in a forked child (callers that take the lock call this first)."""
@@ -432,7 +433,16 @@ class RemoteReader(BaseReader):
             if len(data) != stop - start:
                 raise OSError(f"asked for bytes {start}-{stop}, got {len(data)} bytes")
             return data
-        return retrying(f"reading bytes {start}-{stop}", self.path, self.options, call)
+        stalled = self._stalled
+        if stalled is not None and time.monotonic() < stalled[0]:
+            raise RemoteTimeoutError(stalled[1])
+        try:
+            return retrying(f"reading bytes {start}-{stop}", self.path, self.options, call)
+        except RemoteTimeoutError as exc:
+            # the server stalled on every attempt: the reads queued behind this one fail at once for a while
+            # instead of each waiting as long, so a worker's batch of them is not taken for a stuck worker
+            self._stalled = time.monotonic() + self.options.timeout, str(exc)
+            raise
 
     def _read_index(self, commit: Any, size: int) -> tuple[dict, np.ndarray]:
         """The commit's metadata and index, from the cache when there (and sound), else from the server."""

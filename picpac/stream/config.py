@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.layout import MAX_FIELDS
-from ..file.remote import BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MIN_BLOCK, RETRIES
+from ..file.remote import BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MAX_TIMEOUT, MIN_BLOCK, RETRIES
 from ..file.sizes import parse_size
 from ..image.decoding import MAX_PIXELS, MAX_SIDE
 from .legacy import LEGACY_KEYS, translate
@@ -148,6 +148,16 @@ def _transforms(name: str, value: Any) -> tuple:
     return result
 
 
+def _timeout(name: str, value: Any) -> float | None:
+    """None, or seconds > 0 (at most a day)."""
+    if value is None:
+        return None
+    value = _float(name, value)
+    if not 0 < value <= MAX_TIMEOUT:
+        raise PicPacValueError(f"config key {name!r} must be None or seconds in (0, {MAX_TIMEOUT:g}], got {value:g}")
+    return value
+
+
 def _optional_bool(name: str, value: Any) -> bool | None:
     return None if value is None else _bool(name, value)
 
@@ -251,6 +261,7 @@ KEYS: dict[str, Key] = {
     "profile": Key(False, _bool),
     "cache": Key(False, _bool),
     "skip_errors": Key(False, _bool),
+    "timeout": Key(None, _timeout),
     # ranks (distributed training)
     "rank": Key(None, _optional_int(0, MAX_RANKS - 1)),
     "world_size": Key(None, _optional_int(1, MAX_RANKS)),

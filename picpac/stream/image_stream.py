@@ -20,7 +20,7 @@ from ..engine.shared_batches import SharedBatches
 from ..engine.threads import ordered_map
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import Reader
-from ..file.remote import RemoteOptions
+from ..file.remote import REMOTE_TIMEOUT, RemoteOptions
 from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_path import BatchLoader, BatchProcessWork, batch_plan
@@ -52,10 +52,15 @@ class _Pipeline:
         self.chunk = max(1, min(8, self.preload // (4 * self.threads)))
         self.remote = RemoteOptions(cache_dir=c["cache_dir"], cache_limit=c["cache_limit"],
                                     block_size=c["remote_block_size"], retries=c["remote_retries"],
-                                    storage_options=c["storage_options"] or {})
+                                    storage_options=c["storage_options"] or {},
+                                    timeout=c["timeout"] or REMOTE_TIMEOUT)
         self._readers.append(open_database(path, remote=self.remote))
         try:
             self._build_pool()
+            # a worker reading a remote file is also given the time one read may take with its retries, so
+            # that a server that stalls is reported by its URL, not as a silent worker
+            remote = any(reader.downloads for reader in self._readers)
+            self.timeout = c["timeout"] and c["timeout"] + (self.remote.deadline() if remote else 0.0)
             self._check_labels()
             self._check_fields()
             self._sampler = Sampler(self._labels, c["seed"], shuffle=c["shuffle"], reshuffle=c["reshuffle"],
@@ -235,7 +240,7 @@ class _Pipeline:
             parts.close()
 
     def _thread_parts(self, jobs: Iterator[tuple], window: int) -> Iterator[tuple]:
-        work = ordered_map(self.batch_loader, jobs, self.threads, window, name="picpac-stream")
+        work = ordered_map(self.batch_loader, jobs, self.threads, window, name="picpac-stream", timeout=self.timeout)
         try:
             for _, outcome in work:
                 yield (*outcome.get(), False)
@@ -250,7 +255,8 @@ class _Pipeline:
         """
         c = self.config
         if self._workers is None:
-            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream",
+                                        timeout=self.timeout)
         pool, slots = self._workers, window + KEEP
         shape, dtype = self._output
         arena = pool.arena((c["batch"], *shape), dtype, slots)
@@ -298,7 +304,7 @@ class _Pipeline:
         taken = padding = 0
         keys = prefetching(keys, self._fetchers, self._sources, self._records, self.preload)
         work = ordered_map(self._load, keys, self.threads, self.preload, chunk=self.chunk,
-                           name="picpac-stream")
+                           name="picpac-stream", timeout=self.timeout)
         profile = self.loader.profile
         mark = time.perf_counter()
         try:
@@ -332,7 +338,8 @@ class _Pipeline:
         """The same batches, from worker processes writing the images into shared memory."""
         c = self.config
         if self._workers is None:
-            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream")
+            self._workers = ProcessPool(self._recipe, self.threads, c["start_method"], name="picpac-stream",
+                                        timeout=self.timeout)
             self._batcher = SharedBatches(self._workers, c["batch"], self.preload, keep=KEEP)
         tasks = ((index, position, epoch, int(self._sources[position]), int(self._records[position]),
                   float(self._labels[position])) for index, (position, epoch) in

@@ -285,6 +285,51 @@ def test_sigkill_of_a_worker_is_reported_within_5s(db, clean):
         assert time.monotonic() - t < 5
 
 
+@pytest.mark.parametrize("vectorized", [False, True])
+def test_a_stopped_worker_is_a_timeout_error_naming_it(tmp_path, clean, vectorized):
+    """A worker stopped mid-epoch (SIGSTOP: as one stuck in a native call or on a dead mount) fails next()
+    within the stream's timeout, naming the worker and the setting; the workers are all gone after."""
+    if vectorized:  # fixed-shape arrays: the batch path's jobs
+        path = tmp_path / "arrays.picpac"
+        picpac.write_arrays(path, np.arange(40 * 12 * 10 * 3).astype(np.uint8).reshape(40, 12, 10, 3),
+                            labels=np.arange(40) % 3)
+        config = dict(batch=2, vectorize=True)
+    else:
+        path, config = make_db(tmp_path / "db.picpac", 30, size=(24, 18)), dict(batch=4, transforms=[slow])
+    with picpac.ImageStream(path, workers=2, backend="process", timeout=1.5, **config) as s:
+        next(s), next(s)  # both workers started (each sent a result)
+        victim = s._pipeline._workers.pids[1]
+        os.kill(victim, signal.SIGSTOP)
+        start = time.monotonic()
+        with pytest.raises(picpac.WorkerTimeoutError) as info:
+            for _ in range(10_000):
+                next(s)
+        assert time.monotonic() - start < 1.5 + 3
+        assert str(info.value).startswith(f"picpac worker 1 of 2 (pid {victim}) sent nothing for 1.5 s "
+                                          "(timeout=1.5); it is stopped (SIGSTOP, a debugger)")
+        assert isinstance(info.value, TimeoutError) and s._pipeline._workers is None
+    assert not alive(victim)
+
+
+def test_a_stuck_thread_fails_the_stream_within_its_timeout(db):
+    release = threading.Event()
+
+    def stuck(sample: Sample, rng) -> Sample:
+        if sample.record == 9:
+            release.wait(30)
+        return sample
+    try:
+        with picpac.ImageStream(db, batch=4, workers=2, shuffle=False, timeout=1, transforms=[stuck]) as s:
+            start = time.monotonic()
+            with pytest.raises(picpac.WorkerTimeoutError, match=r"^thread picpac-stream_\d gave no result for 1 s "
+                                                                 r"\(timeout=1\)"):
+                for _ in range(10_000):
+                    next(s)
+            assert time.monotonic() - start < 1 + 3
+    finally:
+        release.set()
+
+
 def test_break_close_and_del_stop_the_workers_within_1s(db, clean):
     def stopped(pids: list[int]) -> bool:
         deadline = time.monotonic() + 1

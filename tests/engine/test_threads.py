@@ -57,3 +57,33 @@ def test_a_worker_exception_is_delivered_at_its_item():
 def test_bad_arguments():
     with pytest.raises(PicPacValueError):
         next(ordered_map(abs, [1], 0, 1))
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_a_stuck_thread_is_a_timeout_error_naming_it(ordered):
+    from picpac.errors import WorkerTimeoutError
+    release = threading.Event()
+
+    def work(i: int) -> int:
+        if i == 5:
+            release.wait(30)  # a call that does not return (a dead mount, a stuck native call)
+        return i
+    items = ordered_map(work, range(40), 2, 8, 1, "flowtest", ordered=ordered, timeout=0.5)
+    got = []
+    start = time.monotonic()
+    try:
+        with pytest.raises(WorkerTimeoutError, match=r"^thread flowtest_\d gave no result for 0\.5 s \(timeout=0\.5\)"):
+            for item, outcome in items:
+                got.append(outcome.get())
+        assert time.monotonic() - start < 0.5 + 1.5
+        assert 5 not in got and (got == [0, 1, 2, 3, 4] if ordered else len(got) >= 5)
+        deadline = time.monotonic() + 2
+        while engine_threads() > 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert engine_threads() == 1  # the stuck one: the others ended
+    finally:
+        release.set()
+    deadline = time.monotonic() + 5
+    while engine_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine_threads() == 0

@@ -17,7 +17,7 @@ import picpac
 from picpac.errors import RemoteReadError, RemoteTimeoutError
 from picpac.file.remote import RemoteOptions, RemoteReader
 
-from conftest import payload
+from conftest import make_db, payload
 
 pytest.importorskip("aiohttp", reason="reading http:// needs aiohttp: pip install -e '.[test]'")
 
@@ -155,7 +155,31 @@ def test_a_trickling_server_fails_the_read_within_the_timeout(trickle, s3_server
     assert "no complete answer within 2 s (timeout=2)" in message and "allow more time (timeout)" in message
     assert isinstance(info.value, RemoteReadError) and isinstance(info.value, TimeoutError)
     assert 4 <= took < 4 + 3  # two attempts of 2 s, a 10 ms wait between them
+    start = time.monotonic()  # for timeout seconds, the reads behind it fail at once (another block here)
+    with pytest.raises(RemoteTimeoutError, match="no complete answer within 2 s"):
+        remote[3]
+    assert time.monotonic() - start < 0.5
+    slow.unlink()
+    time.sleep(2)
+    assert bytes(remote[3]["image"]) == bytes(local[3]["image"])  # then the server is asked again
     remote.close()
+
+
+@pytest.mark.parametrize("backend", ["thread", "process"])
+def test_the_stream_bounds_remote_reads_with_its_timeout_key(trickle, tmp_path, backend):
+    (tmp_path / "www").mkdir()
+    make_db(tmp_path / "www" / "a.picpac", 30, size=(40, 30))
+    base, slow = trickle(str(tmp_path / "www"))
+    url = f"{base}/a.picpac"
+    stream = picpac.ImageStream(url, batch=5, loop=False, shuffle=False, timeout=1.5, remote_retries=1, workers=2,
+                                backend=backend, cache_dir=str(tmp_path / "cache"), remote_block_size="64KiB")
+    assert stream.config["timeout"] == 1.5
+    slow.touch()  # the index is read; every record's block now trickles
+    start = time.monotonic()
+    with pytest.raises(RemoteTimeoutError, match=rf"^{url}: reading bytes .*timeout=1\.5"):
+        next(stream)
+    assert time.monotonic() - start < 3 + 4  # two attempts of 1.5 s (the workers wait for them, and then some)
+    stream.close()
 
 
 def test_the_default_bounds_every_request():
