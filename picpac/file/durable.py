@@ -78,6 +78,41 @@ def replace(temp: str, path: str, *, sync: bool = True) -> None:
         fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
+def publish(temp: str, path: str, *, overwrite: bool, sync: bool = True) -> bool:
+    """Give the finished ``temp`` the name ``path``: over what is there with ``overwrite``, else only if
+    ``path`` is still free (False, ``temp`` left as it is, when a file took the name meanwhile). With
+    ``sync``, as :func:`replace`."""
+    if overwrite:
+        replace(temp, path, sync=sync)
+        return True
+    if sync:
+        fsync_path(temp)
+    try:
+        os.link(temp, path)
+    except FileExistsError:
+        return False
+    except OSError:  # a file system without hard links: rename, unless the name was taken meanwhile
+        if os.path.lexists(path):
+            return False
+        os.rename(temp, path)
+    else:
+        os.unlink(temp)
+    if sync:
+        fsync_directory(os.path.dirname(os.path.abspath(path)))
+    return True
+
+
+def same_file(fd: int, path: str) -> bool:
+    """Whether the open file ``fd`` is still the file at ``path``: a lock taken on ``fd`` guards ``path`` only
+    then, since a new file may have been renamed over ``path`` between the open and the lock."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(fd)
+    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
+
+
 def lock(path: str) -> int | None:
     """Hold an exclusive ``flock`` on the temporary file or directory ``path`` while it is written:
     :func:`remove_stale_temps` never removes a locked temporary, even one whose writer runs on

@@ -110,14 +110,23 @@ def _lock(fd: int, path: str) -> None:
                               "try again when it has closed") from None
 
 
-def _same_file(fd: int, path: str) -> bool:
-    """Whether ``fd`` is still the file at ``path``."""
+def lock_replaced(target: str, path: str) -> int | None:
+    """Open and lock the file at ``target`` (``path`` as the user named it) that a new database is about to
+    replace, so that a Writer appending to it is not silently discarded: WriterBusyError while one holds
+    it. Returns the descriptor to close once it is replaced (None when there is no file). An appender
+    that opens the old file meanwhile finds, once it has the lock, that it is no longer ``path``."""
     try:
-        st = os.stat(path)
+        fd = os.open(target, os.O_RDONLY)
     except FileNotFoundError:
-        return False
-    opened = os.fstat(fd)
-    return (st.st_dev, st.st_ino) == (opened.st_dev, opened.st_ino)
+        return None
+    except OSError as exc:
+        raise PicPacError(f"{path}: cannot open the file to be replaced: {exc.strerror}") from None
+    try:
+        _lock(fd, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class Writer:
@@ -202,7 +211,7 @@ class Writer:
             try:
                 _lock(file.fileno(), self.path)
                 # A Writer(path) may have replaced the file between open and lock: lock the current one.
-                if _same_file(file.fileno(), self._target):
+                if durable.same_file(file.fileno(), self._target):
                     self._load(file)
                     return True
             except BaseException:
@@ -371,32 +380,17 @@ class Writer:
             return
         if not self._overwrite and os.path.lexists(self._target):
             raise self._exists()  # before the commit region is written: the Writer stays as it was
-        replaced = self._lock_replaced() if self._overwrite else None
+        replaced = lock_replaced(self._target, self.path) if self._overwrite else None
         try:
             self._write_commit()
-            if self._overwrite:
-                os.replace(self._temp_path, self._target)
-            else:
-                self._publish_new()
+            # without overwrite nothing is replaced, not even a file made after the Writer started
+            if not durable.publish(self._temp_path, self._target, overwrite=self._overwrite, sync=False):
+                raise self._exists()
         finally:
             if replaced is not None:
                 os.close(replaced)
         self._temp_path = None
         self._fsync_directory()
-
-    def _publish_new(self) -> None:
-        """Give the committed temporary file the name ``path``, unless a file took that name meanwhile:
-        without ``overwrite`` nothing is replaced, not even a file made after the Writer started."""
-        try:
-            os.link(self._temp_path, self._target)
-        except FileExistsError:
-            raise self._exists() from None
-        except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
-            if os.path.lexists(self._target):
-                raise self._exists() from None
-            os.rename(self._temp_path, self._target)
-        else:
-            os.unlink(self._temp_path)
 
     def _write_commit(self) -> None:
         meta = json.dumps(self._metadata, separators=(",", ":")).encode()
@@ -416,23 +410,6 @@ class Writer:
         self._commit, self._slot = commit, self._slot ^ 1
         self._end += len(region)
         self._fsync()
-
-    def _lock_replaced(self) -> int | None:
-        """Lock the file this new database is about to replace (None when there is none), so that a Writer
-        appending to it is not silently discarded: WriterBusyError while one holds it. An appender that
-        opens the old file meanwhile finds, once it has the lock, that it is no longer ``path``."""
-        try:
-            fd = os.open(self._target, os.O_RDONLY)
-        except FileNotFoundError:
-            return None
-        except OSError as exc:
-            raise PicPacError(f"{self.path}: cannot open the file this Writer replaces: {exc.strerror}") from None
-        try:
-            _lock(fd, self.path)
-        except BaseException:
-            os.close(fd)
-            raise
-        return fd
 
     def close(self) -> None:
         """Commit and close. Closing twice is harmless."""
@@ -501,10 +478,15 @@ class Writer:
         try:
             self.abort()
         finally:
-            try:
-                warnings.warn(message, UnclosedWriterWarning, stacklevel=2)
-            except Exception:  # at interpreter exit the warnings machinery may be gone: say it anyway
-                print(f"UnclosedWriterWarning: {message}", file=sys.stderr)
+            warn_unclosed(message)
+
+
+def warn_unclosed(message: str) -> None:
+    """Say, with an :class:`UnclosedWriterWarning`, what a writer dropped without ``close()`` lost."""
+    try:
+        warnings.warn(message, UnclosedWriterWarning, stacklevel=3)
+    except Exception:  # at interpreter exit the warnings machinery may be gone: say it anyway
+        print(f"UnclosedWriterWarning: {message}", file=sys.stderr)
 
 
 def write_arrays(path: str | os.PathLike, images: Any, labels: Any = None, *, groups: Any = None,

@@ -24,6 +24,8 @@ from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPath
 from ..file import durable
 from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
                            index_offset_after, pack_header, read_commit, read_header)
+from ..file.writer import lock_replaced
+from ..stores.base import output_errors
 
 
 @dataclass
@@ -71,6 +73,23 @@ def _lock(fd: int, path: str) -> None:
             from None
 
 
+def _open_locked(path: str) -> int:
+    """Open ``path`` holding its lock, as an appending Writer does: once locked, the file must still be the
+    one at ``path``. Another compact (or a ``Writer(path, overwrite=True)``) may have renamed a new file
+    over it between the open and the lock, and Writers may have committed to that new file since:
+    compacting the old one would throw their records away. So it is opened again."""
+    while True:
+        fd = _open(path)
+        try:
+            _lock(fd, path)
+            if durable.same_file(fd, path):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
+
+
 def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *, overwrite: bool = False,
             progress: Callable[[int], Any] | None = None, sync: bool = True) -> CompactReport:
     """Rewrite the database at ``path`` with only its newest commit's records and region.
@@ -78,17 +97,16 @@ def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
     Without ``output`` the compact database replaces ``path`` (atomically; a database that is already
     compact is left as it is). An existing ``output`` is replaced only with ``overwrite``. Every record
     is checked against its checksum while it is copied: a damaged one stops the compaction
-    (``picpac repair`` drops it). ``progress(total)`` may return a bar (``update(n)``, ``close()``).
+    (``picpac repair`` drops it); a write that fails (a full disk) is a FileIOError naming the destination,
+    which keeps what it held. ``progress(total)`` may return a bar (``update(n)``, ``close()``).
     """
     path = os.fspath(path)
     destination = path if output is None else os.fspath(output)
     in_place = durable.target(destination) == durable.target(path)
     if not in_place and not overwrite and os.path.lexists(destination):
         raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it")
-    fd = _open(path)
+    fd = _open_locked(path) if in_place else _open(path)  # the lock is released when fd closes, after the rename
     try:
-        if in_place:
-            _lock(fd, path)  # released when fd closes, after the rename
         size = os.fstat(fd).st_size
         if size == 0:
             raise FormatError(f"{path}: empty file, not a picpac database")
@@ -108,8 +126,9 @@ def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
             if in_place and _is_compact(state, index, offsets, records_end, size):
                 report.output, report.bytes_after = None, size
                 return report
-            _write(buf, path, destination, state, index, offsets, records_end, overwrite or in_place,
-                   os.fstat(fd).st_mode, progress, sync)
+            with output_errors(destination):
+                _write(buf, path, destination, state, index, offsets, records_end, overwrite or in_place,
+                       os.fstat(fd).st_mode, progress, sync)
     finally:
         os.close(fd)
     return report
@@ -145,7 +164,7 @@ def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, inde
         commit = Commit(current.seq + 1, records_end, len(meta), records_end + len(meta) + len(padding),
                         len(index), crc32(region))
         os.pwrite(fd, commit.pack(), SLOT_OFFSETS[0])
-        _publish(temp, target, destination, replace, sync)
+        _publish(temp, target, destination, replace, durable.target(path) == target, sync)
         published = True
     finally:
         os.close(fd)
@@ -177,24 +196,14 @@ def _copy_records(buf: mmap.mmap, path: str, index: np.ndarray, file: Any,
             bar.close()
 
 
-def _publish(temp: str, target: str, destination: str, replace: bool, sync: bool) -> None:
-    """Give the finished ``temp`` the name ``target``: over it when ``replace``, else only if it is still free."""
-    if replace:
-        durable.replace(temp, target, sync=sync)
-        return
-    if sync:
-        durable.fsync_path(temp)
+def _publish(temp: str, target: str, destination: str, replace: bool, in_place: bool, sync: bool) -> None:
+    """Give the finished ``temp`` the name ``target``: over it when ``replace``, else only if it is still free.
+    Another file replaced is locked first, as ``Writer(path, overwrite=True)`` does (WriterBusyError while a
+    Writer appends to it); in place, the caller holds the lock."""
+    held = lock_replaced(target, destination) if replace and not in_place else None
     try:
-        os.link(temp, target)
-    except FileExistsError:
-        raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it") \
-            from None
-    except OSError:  # a file system without hard links: rename, unless the name was taken meanwhile
-        if os.path.lexists(target):
-            raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it") \
-                from None
-        os.rename(temp, target)
-    else:
-        os.unlink(temp)
-    if sync:
-        durable.fsync_directory(os.path.dirname(target))
+        if not durable.publish(temp, target, overwrite=replace, sync=sync):
+            raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it")
+    finally:
+        if held is not None:
+            os.close(held)

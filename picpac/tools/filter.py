@@ -23,6 +23,7 @@ from ..file.layout import NO_GROUP
 from ..file.reader import Reader, Record
 from ..image.decoding import MAX_PIXELS, decode
 from ..image.headers import image_size
+from ..stores.base import output_errors
 from .info import what_classes_name
 from .split import (
     Progress,
@@ -186,7 +187,8 @@ def filter_db(db: str | os.PathLike, out: str | os.PathLike, *, labels: Sequence
 
     Values of one condition are alternatives (``labels=["3", "5"]``: label 3 or 5); ``meta`` values of the
     same key too, of different keys all must hold. ``min_size``/``max_size`` bound the image's width and
-    height (inclusive). OUT is written to a temp file and renamed when complete.
+    height (inclusive). OUT is written to a temp file and renamed when complete; a write that fails (a full
+    disk) is a FileIOError naming it.
     """
     start = time.perf_counter()
     db, out = os.fspath(db), os.fspath(out)
@@ -215,7 +217,7 @@ def filter_db(db: str | os.PathLike, out: str | os.PathLike, *, labels: Sequence
         bar = bar_of(progress, len(reader))
         try:
             metadata = copied_metadata(reader, "filtered", {"from": db, "conditions": conditions})
-            with writers([out], [metadata], overwrite) as (writer,):
+            with output_errors(out), writers([out], [metadata], overwrite) as (writer,):
                 for i in range(len(reader)):
                     ok = bool(match[i])
                     if ok and (wanted_meta or sizer):

@@ -9,6 +9,8 @@ fold ``--fold`` of K (test) and the other folds (train). Groups never straddle p
 from __future__ import annotations
 
 import os
+import secrets
+import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
@@ -18,13 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptRecordError, PathExistsError, PicPacValueError
+from ..errors import CorruptRecordError, PathExistsError, PicPacError, PicPacValueError
 from ..file import durable
 from ..file.layout import NO_GROUP
 from ..file.reader import Reader, Record
 from ..file.shards import open_database
-from ..file.writer import Writer
+from ..file.writer import Writer, lock_replaced
 from ..sampling.folds import assign_folds, select
+from ..stores.base import io_error, output_errors
 
 DEFAULT_SEED = 2016
 """The stream's default ``seed``: the same split as a stream that does not set one."""
@@ -125,10 +128,62 @@ def check_outputs(paths: Sequence[str], source: str, overwrite: bool) -> None:
 
 @contextmanager
 def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite: bool) -> Iterator[list[Writer]]:
-    """Writers of new databases at ``paths``, each in a temp file until the block ends well: then all are
-    committed and renamed; an error (or Ctrl-C) in the block discards them all."""
-    with ExitStack() as stack:
-        yield [stack.enter_context(Writer(p, overwrite=overwrite, metadata=m)) for p, m in zip(paths, metadata)]
+    """Writers of new databases for ``paths``, built in a temporary folder beside the first until the block ends
+    well: then all are committed and replace ``paths`` as one set (:func:`replace_set`). An error (or a stop)
+    in the block discards them all and leaves ``paths`` as they were; a commit that fails names its path."""
+    targets = [durable.target(p) for p in paths]
+    durable.remove_stale_temps(targets[0])
+    folder = durable.temp_path(targets[0])
+    os.mkdir(folder)
+    lock = durable.lock(folder)  # a live temporary: never removed as a dead process's
+    try:
+        with ExitStack() as stack:
+            outs = [stack.enter_context(Writer(os.path.join(folder, f"{i}.{os.path.basename(t)}"), metadata=m))
+                    for i, (t, m) in enumerate(zip(targets, metadata))]
+            yield outs
+            for path, out in zip(paths, outs):
+                with output_errors(path):
+                    out.close()
+        replace_set([out.path for out in outs], paths, overwrite)
+    finally:
+        if lock is not None:
+            os.close(lock)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def replace_set(staged: Sequence[str], paths: Sequence[str], overwrite: bool) -> None:
+    """Move the finished databases ``staged`` to ``paths`` so that no moment shows parts of two sets: the old
+    files but the first are removed, the first is replaced by one rename, then the others move in. A stop
+    midway leaves parts of one set missing (an error to open), never a mix of old and new parts. Each old
+    file is locked first, as ``Writer(path, overwrite=True)`` locks the file it replaces (WriterBusyError
+    while a Writer appends to one, every file left as it was). Without ``overwrite`` none is replaced: a
+    file that appeared at one of ``paths`` meanwhile is a PathExistsError, and the parts moved are removed."""
+    targets = [durable.target(p) for p in paths]
+    held: list[int] = []
+    placed: list[str] = []
+    try:
+        for target, path in zip(targets, paths):
+            if overwrite and (fd := lock_replaced(target, path)) is not None:
+                held.append(fd)
+        if overwrite:
+            removed = [t for t in targets[1:] if os.path.lexists(t)]
+            for target in removed:
+                os.unlink(target)
+            for folder in {os.path.dirname(t) for t in removed}:
+                durable.fsync_directory(folder)  # gone before a new part appears, after a power loss too
+        for temp, target, path in zip(staged, targets, paths):
+            with output_errors(path):
+                if not durable.publish(temp, target, overwrite=overwrite):
+                    raise PathExistsError(f"{path}: already exists; pass --overwrite (overwrite=True) to replace it")
+            placed.append(target)
+    except BaseException:
+        if not overwrite:
+            for target in placed:
+                os.unlink(target)
+        raise
+    finally:
+        for fd in held:
+            os.close(fd)
 
 
 def bar_of(progress: Progress | None, total: int) -> Any:
@@ -177,6 +232,7 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
                     f"(groups and ungrouped records) cannot fill {k} folds; use fewer folds (nothing was written)")
         check_outputs(paths, db, overwrite)
         keys = {"split": k, "seed": seed, "stratify": stratify, **({} if shuffle else {"shuffle": False})}
+        run = secrets.token_hex(8)  # the parts of one run share it: parts of two runs are told apart
         part_of = np.empty(len(reader), np.int64)
         for p, records in enumerate(parts):
             part_of[records] = p
@@ -184,14 +240,22 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
         for p in range(len(paths)):
             fold_p, negate = (p, True) if folds is not None else (fold, p == 1)
             metadata.append(copied_metadata(reader, "split", {
-                "from": db, **keys, "split_fold": fold_p, "split_negate": negate}))
+                "from": db, **keys, "split_fold": fold_p, "split_negate": negate, "id": run,
+                "parts": [os.path.basename(p) for p in paths]}))
         bar = bar_of(progress, len(reader))
         try:
             with writers(paths, metadata, overwrite) as outs:
-                for i in range(len(reader)):
-                    append_copy(outs[part_of[i]], reader[i], db)
-                    if bar is not None:
-                        bar.update(1)
+                part = 0
+                try:
+                    for i in range(len(reader)):
+                        part = part_of[i]
+                        append_copy(outs[part], reader[i], db)
+                        if bar is not None:
+                            bar.update(1)
+                except PicPacError:
+                    raise
+                except OSError as exc:  # a full disk: named by the part being written
+                    raise io_error(paths[part], exc) from exc
         finally:
             if bar is not None:
                 bar.close()

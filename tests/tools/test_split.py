@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import cv2
 import numpy as np
@@ -58,7 +59,7 @@ def test_each_fold_file_is_what_the_stream_selects(tmp_path, stratify, shuffle, 
     with picpac.Reader(db) as source:
         labels, groups = source.labels.copy(), source.groups.copy()
         source_bytes = [bytes(r["image"]) for r in source]
-    seen = []
+    seen, runs = [], set()
     for f, path in enumerate(paths):
         ids = file_ids(path)
         assert ids == sorted(ids) and report.parts[f][1] == len(ids)
@@ -68,11 +69,14 @@ def test_each_fold_file_is_what_the_stream_selects(tmp_path, stratify, shuffle, 
             assert part.labels.tolist() == labels[ids].tolist()
             assert part.groups.tolist() == groups[ids].tolist()
             assert [bytes(r["image"]) for r in part] == [source_bytes[i] for i in ids]
-            assert part.metadata["split"] == {"from": db, "split": 4, "seed": seed, "stratify": stratify,
-                                              **({} if shuffle else {"shuffle": False}),
-                                              "split_fold": f, "split_negate": True}
+            provenance = dict(part.metadata["split"])
+            runs.add(provenance.pop("id"))
+            assert provenance == {"from": db, "split": 4, "seed": seed, "stratify": stratify,
+                                  **({} if shuffle else {"shuffle": False}), "split_fold": f, "split_negate": True,
+                                  "parts": [os.path.basename(p) for p in paths]}
         seen += ids
     assert sorted(seen) == list(range(60))
+    assert len(runs) == 1 and re.fullmatch("[0-9a-f]{16}", runs.pop())  # the parts of one run
     grouped = groups != picpac.file.layout.NO_GROUP
     part_of = {i: f for f, path in enumerate(paths) for i in file_ids(path)}
     for g in np.unique(groups[grouped]):
