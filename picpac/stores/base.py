@@ -19,7 +19,7 @@ from ..file import durable
 from ..file.kinds import file_kind
 from ..file.layout import NO_GROUP
 from ..file.reader import Record
-from ..file.writer import Writer, _as_bytes
+from ..file.writer import Writer, _as_bytes, warn_unclosed
 
 
 KINDS = ("lmdb", "tfrecord", "hdf5", "npz", "sqlite", "tar", "binary")
@@ -126,7 +126,8 @@ class StoreWriter:
     """Writes records to one store, like :class:`picpac.Writer`: ``append(image=..., label=...)``.
 
     The store is built beside ``path`` and moved to ``path`` by :meth:`close` (replacing what was
-    there); leaving a ``with`` block by an exception, or :meth:`abort`, leaves ``path`` untouched.
+    there); leaving a ``with`` block by an exception, or :meth:`abort`, leaves ``path`` untouched, and so
+    does dropping the writer without :meth:`close`, with an :class:`~picpac.UnclosedWriterWarning`.
     With ``sync`` (the default) the store is fsynced before the rename and its directory after it,
     so a power loss leaves the old store or the complete new one. A ``path`` that is a symbolic link
     is written through: its target is replaced and the link kept. Temporary files of ``path`` that
@@ -294,8 +295,17 @@ class StoreWriter:
             self.abort()
 
     def __del__(self) -> None:
-        if getattr(self, "_open", False):
+        """Dropped without :meth:`close`: nothing is written (as a ``with`` block left by an exception), and an
+        :class:`~picpac.UnclosedWriterWarning` says so, as :class:`picpac.Writer` does."""
+        if not getattr(self, "_open", False):
+            return
+        message = (f"picpac.stores.{type(self).__name__}({self.path!r}) was dropped without close(): {self._count} "
+                   f"record(s) appended were not written and {self.path} was left as it was; call close() (or use "
+                   f"`with picpac.stores.open_writer(...) as w:`) to write them")
+        try:
             self.abort()
+        finally:
+            warn_unclosed(message)
 
 
 _STORE_FILES = {"lmdb": {"data.mdb", "lock.mdb"}}

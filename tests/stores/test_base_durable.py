@@ -2,13 +2,16 @@
 no temporary left behind, stale temporaries of dead processes removed, symbolic links written through."""
 from __future__ import annotations
 
+import gc
 import os
 import subprocess
 import sys
 import time
+import warnings
 
 import pytest
 
+import picpac
 from picpac import stores
 from picpac.errors import PicPacValueError
 from picpac.stores.binary import index_path
@@ -148,3 +151,31 @@ def test_lmdb_replaces_an_old_store_directory_and_refuses_another_directory(tmp_
     with pytest.raises(PicPacValueError, match="not an lmdb store"):
         stores.WRITERS["lmdb"](tmp_path / "other")
     assert os.listdir(tmp_path / "other") == ["keep.txt"]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_writer_dropped_without_close_warns_with_the_records_lost_and_writes_nothing(kind, tmp_path):
+    _needs(kind)
+    path = store_path(tmp_path, kind)
+    write(path, kind, [b"old"])  # an existing store: left as it was
+    before = sorted(os.listdir(tmp_path))
+    w = stores.WRITERS[kind](path)
+    for i in range(3):
+        w.append(image=b"new %d" % i, label=i)
+    with pytest.warns(picpac.UnclosedWriterWarning) as caught:
+        del w
+        gc.collect()
+    assert [str(c.message) for c in caught] == [
+        f"picpac.stores.{stores.WRITERS[kind].__name__}({path!r}) was dropped without close(): 3 record(s) appended "
+        f"were not written and {path} was left as it was; call close() (or use `with "
+        "picpac.stores.open_writer(...) as w:`) to write them"]
+    assert sorted(os.listdir(tmp_path)) == before and images_of(path, kind) == [b"old"]  # no temporary left
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # closed, aborted and with-block writers never warn
+        for end in ("close", "abort"):
+            w = stores.WRITERS[kind](path)
+            w.append(image=b"x")
+            getattr(w, end)()
+            del w
+            gc.collect()
+        write(path, kind, [b"y"])
