@@ -20,6 +20,8 @@ from ..errors import CorruptError, FormatError, VersionError
 
 MAGIC = b"\x89PICPAC\n"
 VERSION = 1
+SHARD_INDEX_HEAD = b"# picpac shard index"
+"""The first line of a shard index that picpac writes (file/shards.py), by which a reader names one."""
 
 # magic, version, header size
 FILE_HEAD = struct.Struct("<8sII")
@@ -168,6 +170,12 @@ class HeaderState:
 def read_header(buf: Any, size: int, path: str) -> HeaderState:
     """Parse the header in ``buf`` (the first bytes of a file of ``size`` bytes)."""
     if size < len(MAGIC) or bytes(buf[:len(MAGIC)]) != MAGIC:
+        named = str(path).endswith(".shards")
+        if named or bytes(buf[:len(SHARD_INDEX_HEAD)]) == SHARD_INDEX_HEAD:
+            raise FormatError(f"{path}: this is a picpac shard index (a text file naming the shards of one "
+                              "dataset), not a database: ImageStream, picpac.file.shards.open_database and `picpac "
+                              "info`, `verify`, `merge` and `split` read it" + ("" if named else " by a name ending "
+                              "in .shards (rename it)") + "; give other tools one of its shards")
         raise FormatError(f"{path}: not a picpac database (bad magic bytes); "
                           "create one with picpac.Writer or `picpac import`")
     if size < HEADER_SIZE:

@@ -19,6 +19,7 @@ from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPath
 from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, HEADER_SIZE, MAX_ARRAY_BYTES, NO_GROUP, RECORD_HEAD, ArraySpec,
                      HeaderState, crc32, crc32_joined, crc32_powers, field_table, load_json, parse_arrays,
                      read_commit, read_header)
+from .mapping import advise_willneed, map_file
 
 
 class Record:
@@ -200,6 +201,10 @@ class BaseReader(ABC):
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
+    def check_file(self) -> None:
+        """PicPacError when reading on is unsafe because the file changed under the reader; nothing to check
+        for a reader that holds what it read (see :meth:`Reader.check_file`)."""
+
     @abstractmethod
     def prefetch(self, records: np.ndarray) -> None:
         """Start reading ``records`` ahead, in the background (a hint: nothing is returned or raised)."""
@@ -250,16 +255,16 @@ class Reader(BaseReader):
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
                           "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
-        self._view = memoryview(self._mmap)
+        self._view = memoryview(self._bytes)
         self._load(state, size)
-        self._bytes: np.ndarray | None = None  # the mapped file as uint8, for vectorised reads
         self._stride: int | None = None  # see stride
         self._rows: np.ndarray | None = None  # the records' region as (count, stride) uint8
         self._powers: tuple[int, np.ndarray] | None = None  # crc32_powers for rows of whole records
         self._good: np.ndarray | None = None  # records whose checksum spans() found good, for once=True
 
     def _map_committed(self, fd: int) -> tuple[int, HeaderState]:
-        """Map the file and load its newest commit: ``(size, header state)``.
+        """Map the file (as ``_bytes``, uint8; the mapping holds no descriptor) and load its newest commit:
+        ``(size, header state)``.
 
         A Writer appending meanwhile grows the file and then writes a header slot; a size taken before
         that slot, or a slot read while it is being written, would make a sound file look damaged. So
@@ -272,24 +277,20 @@ class Reader(BaseReader):
             if st.st_size == 0:
                 raise FormatError(f"{self.path}: empty file, not a picpac database")
             try:
-                self._mmap = mmap.mmap(fd, st.st_size, prot=mmap.PROT_READ)
-            except (OSError, ValueError) as exc:
+                data = map_file(fd, st.st_size)
+            except OSError as exc:
                 raise FormatError(f"{self.path}: cannot map: {exc}") from None
-            header = self._mmap[:HEADER_SIZE]
+            header = bytes(data[:HEADER_SIZE])
             try:
                 state = read_header(header, st.st_size, self.path)
-                self.metadata, self.index = read_commit(self._mmap, st.st_size, state.current, self.path)
+                self.metadata, self.index = read_commit(data, st.st_size, state.current, self.path)
                 if not state.damaged_slots or not _changed(fd, st.st_size, header):
+                    self._bytes, self._identity = data, (st.st_dev, st.st_ino)
                     return st.st_size, state
                 self.index = None  # a slot torn while being written: read again (the index views the map)
             except CorruptError:
                 if attempt == _OPEN_ATTEMPTS - 1 or not _changed(fd, st.st_size, header):
-                    self._mmap.close()
                     raise
-            except BaseException:
-                self._mmap.close()
-                raise
-            self._mmap.close()
         raise CorruptError(f"{self.path}: the header changed on each of {_OPEN_ATTEMPTS} reads "
                            "(a Writer committing faster than it can be opened?)")
 
@@ -310,8 +311,6 @@ class Reader(BaseReader):
         records = np.asarray(records, np.int64)
         sizes = self._sizes[records].astype(np.int64)
         if rows is None:
-            if self._bytes is None:
-                self._bytes = np.frombuffer(self._mmap, np.uint8)
             data, offsets, end = self._bytes, self._offsets[records].astype(np.int64), self._size
         else:
             data, offsets, end = rows.reshape(-1), np.arange(len(records), dtype=np.int64) * rows.shape[1], rows.size
@@ -441,8 +440,8 @@ class Reader(BaseReader):
             raise PicPacValueError(f"{self.path}: records are not of one size back to back within the file; "
                                    "use spans() and gather()")
         if self._rows is None:
-            self._rows = np.frombuffer(self._mmap, np.uint8, self._count * stride,
-                                       int(self._offsets[0])).reshape(self._count, stride)
+            start = int(self._offsets[0])
+            self._rows = self._bytes[start:start + self._count * stride].reshape(self._count, stride)
         return np.take(self._rows, np.asarray(records, np.int64), axis=0, out=out, mode="clip")
 
     def gather(self, starts: np.ndarray, nbytes: int, source: np.ndarray | None = None) -> np.ndarray:
@@ -451,8 +450,6 @@ class Reader(BaseReader):
         if source is None:
             if self._view is None:
                 raise PicPacError(f"{self.path}: the Reader is closed")
-            if self._bytes is None:
-                self._bytes = np.frombuffer(self._mmap, np.uint8)
             source = self._bytes
         return _gather(source, np.asarray(starts, np.int64), nbytes)
 
@@ -472,11 +469,26 @@ class Reader(BaseReader):
         for begin, end in zip(starts[np.r_[0, breaks]].tolist(), ends[np.r_[breaks - 1, -1]].tolist()):
             begin -= begin % page
             if end > begin:
-                self._mmap.madvise(mmap.MADV_WILLNEED, begin, end - begin)
+                advise_willneed(self._bytes, begin, end - begin)
 
     @property
     def closed(self) -> bool:
         return self._view is None
+
+    def check_file(self) -> None:
+        """PicPacError naming the file when it is shorter than when it was mapped (truncated, or overwritten in
+        place): the pages it lost would kill the process with SIGBUS when read. One ``stat``: a ShardedReader
+        calls it before each record. A file replaced by a rename (as picpac's tools write) is no danger: the
+        mapping keeps the file it mapped."""
+        try:
+            st = os.stat(self.path)
+        except OSError:
+            return  # removed or renamed away: the mapping keeps its file
+        if st.st_size < self._size and (st.st_dev, st.st_ino) == self._identity:
+            raise PicPacError(f"{self.path}: the file was cut to {st.st_size} bytes while it was being read "
+                              f"(it had {self._size}): it was truncated or overwritten in place, and reading on "
+                              "would kill the process (SIGBUS). Open it again; replace a file that is being read "
+                              "by writing a new one and renaming it over the old")
 
     def read(self, i: int, check: bool) -> Record:
         """Record ``i``, verified against its checksum when ``check`` is true."""
@@ -494,16 +506,13 @@ class Reader(BaseReader):
         return self._parse(i, data)
 
     def close(self) -> None:
-        """Release the mapping. Records and arrays still referenced stay valid until dropped."""
+        """Release the mapping. Records and arrays still referenced stay valid until dropped (the mapping is
+        unmapped when the last view of it goes)."""
         if self._view is None:
             return
         self._bytes = self._rows = None
         self._view.release()
         self._view = None
-        try:
-            self._mmap.close()
-        except BufferError:
-            pass  # views handed out keep the mapping alive; it is unmapped when the last one goes
 
     def __reduce__(self):
         return _reopen, (self.path, self.check, self.header.current.seq, self.header.current.crc)

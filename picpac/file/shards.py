@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from .durable import replace, temp_path
-from .layout import ArraySpec, load_json
+from .layout import SHARD_INDEX_HEAD, ArraySpec, load_json
 from .reader import BaseReader, Reader, Record
 from .remote import RemoteOptions, RemoteReader, is_remote, remote_glob, remote_text
 
@@ -112,7 +112,7 @@ def write_index(path: str | os.PathLike, shards: Sequence[str | os.PathLike]) ->
     temp = temp_path(path)
     try:
         with open(temp, "w", encoding="utf-8") as f:
-            f.write("# picpac shard index: one shard per line, relative to this file's folder\n")
+            f.write(f"{SHARD_INDEX_HEAD.decode()}: one shard per line, relative to this file's folder\n")
             f.write("".join(f"{line}\n" for line in lines))
         replace(temp, path)
     except BaseException:
@@ -277,16 +277,21 @@ class ShardedReader:
         return self.read(i, self.check)
 
     def read(self, i: int, check: bool) -> Record:
+        """Global record ``i``; a shard cut shorter since it was opened is a PicPacError naming it."""
         shard, local = self.locate(int(i))
-        return self.shards[shard].read(local, check)
+        reader = self.shards[shard]
+        reader.check_file()  # a shard overwritten in place mid-epoch: an error, not the SIGBUS of its lost pages
+        return reader.read(local, check)
 
     def array(self, i: int, field: str = "image") -> np.ndarray:
         shard, local = self.locate(int(i))
-        return self.shards[shard].array(local, field)
+        reader = self.shards[shard]
+        reader.check_file()
+        return reader.array(local, field)
 
     def __iter__(self) -> Iterator[Record]:
-        for r in self.shards:
-            yield from r
+        for i in range(self._count):
+            yield self[i]
 
     def close(self) -> None:
         for r in self.shards:

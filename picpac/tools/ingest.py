@@ -15,7 +15,7 @@ from .. import image
 from ..engine.threads import ordered_map
 from ..errors import ImportFailedError, PathExistsError, PicPacValueError, SourceError
 from ..file.layout import load_json
-from ..file.shards import write_index
+from ..file.shards import INDEX_SUFFIX, write_index
 from ..file.sizes import parse_size
 from ..file.writer import Writer
 from ..sources import SourceItem, centres_to_continuous, scan
@@ -44,6 +44,8 @@ class ImportReport:
     """The format and path of the source, e.g. "list /data/train.txt"."""
     shards: list[str] | None = None
     """With ``shard_size``: the shard files, in order (``db`` is then their index file)."""
+    asked: str | None = None
+    """With ``shard_size``: the database path given, when the index took another name (``.shards``)."""
     classes: list[str] | None = None
     """The class names written (metadata ``classes``, indexed by class id, "" for unnamed ids)."""
 
@@ -53,6 +55,9 @@ class ImportReport:
         lines = [f"imported {self.count} records from {self.source} into {self.db} "
                  f"({self.bytes / 1e6:.1f} MB" + (f" in {len(self.shards)} shards" if self.shards else "")
                  + f") in {self.seconds:.1f} s, {rate:.0f} img/s; {_classes_line(self.classes)}"]
+        if self.asked:
+            lines.append(f"the shards' index is {self.db}, not {self.asked} (a shard index is no database file): "
+                         f"open {self.db} (ImageStream, picpac info, verify, merge, split)")
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)}:")
             lines += [f"  {path}: {reason}" for path, reason in self.skipped]
@@ -106,8 +111,10 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     (a YOLO dataset YAML or a text file of class names) apply to the formats yolo, yolo-seg and maskdir;
     ``label_kind`` (auto, numbers, names: what the label column holds; auto refuses a column mixing the two),
     ``label_column`` and ``class_name_column`` (a column's number or header name) to list and csv.
-    With ``shard_size`` (bytes, or a size such as "500MB", "1GB", "1GiB") ``db`` names a shard index file
-    (``.shards``) and the records go to shards beside it, ``{stem}-00000.picpac``, ..., a new one begun when
+    With ``shard_size`` (bytes, or a size such as "500MB", "1GB", "1GiB") the records go to shards beside
+    ``db`` and ``db`` names their index file: ``db`` itself when it ends in ``.shards``, else ``db`` with
+    ``.shards`` for ``.picpac`` (or added; the report says so), so that no tool takes the index for a
+    database. The shards are ``{stem}-00000.picpac``, ... (``stem``: the index's name), a new one begun when
     the current one holds ``shard_size`` bytes of records; each shard is written crash-safely and the index
     last, so a failed import leaves no index (and removes the shards it wrote).
     """
@@ -118,8 +125,11 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
         _check_positive("max_size", max_size)
     if max_pixels:
         _check_positive("max_pixels", max_pixels)
-    _check_target(db, overwrite)
     limit = None if shard_size is None else parse_size(shard_size, "shard size")
+    asked = db
+    if limit is not None and not db.endswith(INDEX_SUFFIX):
+        db = (db[:-len(".picpac")] if db.endswith(".picpac") else db) + INDEX_SUFFIX
+    _check_target(db, overwrite)
     listing = scan(src, format, None if root is None else os.fspath(root), labels=labels, classes=classes,
                    label_kind=label_kind, label_column=label_column, class_name_column=class_name_column)
     if not listing.items:
@@ -156,7 +166,7 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                             listing.source, classes=listing.classes)
     return ImportReport(db, count, skipped, sum(os.path.getsize(p) for p in writer.paths), source_bytes,
                         time.perf_counter() - start, listing.source, shards=list(writer.paths),
-                        classes=listing.classes)
+                        asked=None if asked == db else asked, classes=listing.classes)
 
 
 def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any]) -> Any:
@@ -165,14 +175,13 @@ def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any
 
 
 class _ShardWriter:
-    """A Writer that rolls over to a new shard ``{stem}-{k:05d}.picpac`` beside the index ``db`` once the current
-    one holds ``limit`` bytes of records; on a clean exit the index is written, on a failure the shards written
-    are removed (and the current one aborted), so no index names a missing shard."""
+    """A Writer that rolls over to a new shard ``{stem}-{k:05d}.picpac`` beside the index ``{stem}.shards`` once
+    the current one holds ``limit`` bytes of records; on a clean exit the index is written, on a failure the
+    shards written are removed (and the current one aborted), so no index names a missing shard."""
 
     def __init__(self, db: str, limit: int, overwrite: bool, metadata: dict[str, Any]):
         self.db, self.limit, self.overwrite, self.metadata = db, limit, overwrite, metadata
-        stem = os.path.basename(db)
-        stem = stem[:-len(".shards")] if stem.endswith(".shards") else os.path.splitext(stem)[0]
+        stem = os.path.basename(db)[:-len(INDEX_SUFFIX)]
         self.pattern = os.path.join(os.path.dirname(db), f"{stem}-{{:05d}}.picpac")
         self.paths: list[str] = []
         self.current: Writer | None = None

@@ -20,7 +20,7 @@ def resident(reader: picpac.Reader, begin: int, end: int) -> np.ndarray:
     """Whether each page of the file's bytes begin..end is in the page cache."""
     page = mmap.PAGESIZE
     begin -= begin % page
-    base = np.frombuffer(reader._mmap, np.uint8).ctypes.data
+    base = reader._bytes.ctypes.data  # the mapping
     pages = -(-(end - begin) // page)
     vec = (ctypes.c_ubyte * pages)()
     if libc.mincore(ctypes.c_void_p(base + begin), ctypes.c_size_t(end - begin), vec) != 0:
@@ -29,7 +29,8 @@ def resident(reader: picpac.Reader, begin: int, end: int) -> np.ndarray:
 
 
 def evict(reader: picpac.Reader, path) -> None:
-    reader._mmap.madvise(mmap.MADV_DONTNEED)
+    libc.madvise(ctypes.c_void_p(reader._bytes.ctypes.data), ctypes.c_size_t(reader._bytes.nbytes),
+                 mmap.MADV_DONTNEED)
     fd = os.open(path, os.O_RDONLY)
     os.fsync(fd)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)

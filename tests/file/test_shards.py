@@ -1,7 +1,10 @@
 """picpac.file.shards: resolving a dataset spec to shard paths, index files, the ShardedReader."""
 from __future__ import annotations
 
+import os
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -74,3 +77,54 @@ def test_sharded_reader_is_the_pool_in_order(shards):
         clone = pickle.loads(pickle.dumps(reader))
         assert np.array_equal(clone.labels, reader.labels) and bytes(clone[8]["image"]) == bytes(reader[8]["image"])
         clone.close()
+
+
+def open_fds() -> int:
+    return len(os.listdir("/proc/self/fd"))
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd (Linux)")
+def test_open_readers_hold_no_file_descriptor(tmp_path):
+    paths = [str(make_db(tmp_path / f"s-{k:03d}.picpac", 2)) for k in range(40)]
+    before = open_fds()
+    readers = [Reader(p) for p in paths]
+    with ShardedReader(paths) as sharded:
+        assert open_fds() == before  # mmap.mmap kept a duplicate of each file's descriptor
+        assert [bytes(sharded[2 * k + 1]["image"]) for k in range(40)] == [bytes(r[1]["image"]) for r in readers]
+        record = readers[0][1]
+    for r in readers:
+        r.close()
+    assert bytes(record["image"]) == bytes(Reader(paths[0])[1]["image"])  # a record outlives its closed Reader
+    assert open_fds() == before
+
+
+CUT = r"""
+import os, sys
+import picpac
+from picpac.file.shards import ShardedReader
+
+paths = sys.argv[1:]
+for k, path in enumerate(paths):
+    with picpac.Writer(path) as w:
+        for i in range(4):
+            w.append(image=os.urandom(20_000), label=4 * k + i)
+reader = ShardedReader(paths)
+assert reader[1].label == 1 and reader[5].label == 5
+with open(paths[1], "r+b") as f:  # shard 1, just read, overwritten in place by a shorter file
+    f.truncate(0)
+    f.write(b"other bytes" * 100)
+assert reader[2].label == 2  # shard 0 is intact
+try:
+    reader[6]
+except picpac.PicPacError as exc:
+    print(type(exc).__name__, exc)
+"""
+
+
+def test_a_shard_cut_while_it_is_read_is_an_error_naming_it_not_a_sigbus(tmp_path):
+    paths = [str(tmp_path / f"s-{k}.picpac") for k in range(3)]
+    done = subprocess.run([sys.executable, "-c", CUT, *paths], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, (done.returncode, done.stderr)  # -7: killed by SIGBUS
+    assert done.stdout.startswith(f"PicPacError {paths[1]}: the file was cut to 1100 bytes while it was being read "
+                                  "(it had "), done.stdout
+    assert "truncated or overwritten in place" in done.stdout

@@ -7,7 +7,7 @@ import cv2
 import numpy as np
 import pytest
 
-from picpac import Reader
+from picpac import FormatError, ImageStream, Reader
 from picpac.file.shards import read_index
 
 from conftest import run_console
@@ -95,3 +95,29 @@ def test_a_failed_overwrite_leaves_no_index(images):
     assert failed.returncode != 0 and "could be imported" in failed.stderr
     assert not (images / "train.shards").exists()  # the old index would name shards this import replaced
     assert not list(images.glob(".*picpac-tmp"))
+
+
+def test_a_picpac_name_with_shard_size_puts_the_index_beside_it(images):
+    done = run_console("picpac", "import", "src", "train.picpac", "--shard-size", "3KB", cwd=images)
+    assert done.returncode == 0, done.stderr
+    assert not (images / "train.picpac").exists()  # a text index under a database's name opened with no tool
+    shards = read_index(images / "train.shards")
+    assert [p.rsplit("/", 1)[1] for p in shards] == [f"train-{k:05d}.picpac" for k in range(len(shards))]
+    assert "into train.shards (" in done.stdout
+    assert "the shards' index is train.shards, not train.picpac" in done.stdout
+    info = run_console("picpac", "info", "--json", "train.shards", cwd=images)
+    assert json.loads(info.stdout)["total"]["records"] == 12
+    with ImageStream(str(images / "train.shards"), batch=12, loop=False, shuffle=False) as stream:
+        assert sorted(next(iter(stream))[1].tolist()) == [0] * 6 + [1] * 6
+    again = run_console("picpac", "import", "src", "train.picpac", "--shard-size", "3KB", cwd=images)
+    assert again.returncode != 0 and "train.shards: already exists" in again.stderr
+
+
+def test_a_shard_index_given_as_a_database_is_named_as_one(images):
+    assert run_console("picpac", "import", "src", "t.shards", "--shard-size", "3KB", cwd=images).returncode == 0
+    (images / "old.picpac").write_bytes((images / "t.shards").read_bytes())  # as an older import named it
+    for command in (("info", "old.picpac"), ("verify", "old.picpac"), ("dump", "t.shards", "out")):
+        done = run_console("picpac", *command, cwd=images)
+        assert done.returncode != 0 and f"{command[1]}: this is a picpac shard index" in done.stderr, done.stderr
+    with pytest.raises(FormatError, match=r"old\.picpac: this is a picpac shard index .* ImageStream"):
+        ImageStream(str(images / "old.picpac"))
