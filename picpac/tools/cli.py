@@ -97,8 +97,8 @@ def _import_options(f):
     f = click.option("--overwrite", is_flag=True,
                      help="Replace DB if it exists [default: refuse, leaving DB as it is].")(f)
     f = click.option("--shard-size", default=None, metavar="SIZE",
-                     help="Write shards of about SIZE bytes (500MB, 1GB, 1GiB) beside DB, which names their index "
-                          "file (DB.shards): DB-00000.picpac, ... [default: one file].")(f)
+                     help="Write shards of about SIZE bytes (500MB, 1GB, 1GiB), DB-00000.picpac, ..., and their "
+                          "index file DB.shards (DB's name, with .shards for .picpac) [default: one file].")(f)
     return f
 
 
