@@ -79,10 +79,22 @@ def _label_stats(labels: np.ndarray, classes: list[str]) -> dict[str, Any]:
     stats: dict[str, Any] = {"integral": False, "non_finite": int(len(labels) - len(values)),
                              "min": None, "max": None, "mean": None, "histogram": None}
     if len(values):
-        counts, edges = np.histogram(values, bins=HISTOGRAM_BINS)
+        counts, edges = histogram(values, HISTOGRAM_BINS)
         stats.update(min=float(values.min()), max=float(values.max()), mean=float(values.mean()),
                      histogram={"edges": edges.tolist(), "counts": counts.tolist()})
     return stats
+
+
+def histogram(values: np.ndarray, bins: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.histogram(values, bins)`` of finite float64 ``values`` over [min, max], for any of them: NumPy refuses
+    a range too narrow for ``bins`` distinct edges ([0, 5e-324]) and overflows on one wider than the largest
+    float (-1e308 to 1e308); here such a range gets the distinct edges it has (one bin at least)."""
+    low, high = float(values.min()), float(values.max())
+    # halves: their difference never overflows, and doubling back is exact for normal numbers
+    edges = np.clip(np.linspace(low / 2, high / 2, bins + 1) * 2, low, high)
+    edges[0], edges[-1] = low, high
+    edges = np.unique(edges) if low < high else np.array([low, high])
+    return np.histogram(values, bins=edges)[0], edges
 
 
 def _group_stats(groups: np.ndarray) -> dict[str, int]:

@@ -59,13 +59,13 @@ def build_db(tmp) -> str:
 
 
 class Server:
-    def __init__(self, db: str):
+    def __init__(self, db: str, **options):
         import uvicorn
 
         from picpac.tools.explore.app import build_app
         from picpac.tools.explore.server import allowed_hosts, bind
 
-        self.app = build_app(db, allowed_hosts=allowed_hosts("127.0.0.1"))
+        self.app = build_app(db, allowed_hosts=allowed_hosts("127.0.0.1"), **options)
         self.sock = bind("127.0.0.1", 0)
         self.port = self.sock.getsockname()[1]
         self.server = uvicorn.Server(uvicorn.Config(self.app, log_level="warning", lifespan="off"))
@@ -249,6 +249,15 @@ HOSTILE = {
     "[1, 2]": "must be a mapping",
     '{"pert_angle": "__import__(\'os\')"}': "'pert_angle' must be a number",
     "pert_angle: 1\n" * 1 + "x" * 30000: "characters long",
+    # one side given: the other follows each image's aspect ratio (COCO's 640x480 and others)
+    '{"resize_width": 32766}': "config key 'resize_width' makes the database's 359x640 images 32766x58413 "
+                               "(1,913,960,358 pixels), more than max_pixels=16,777,216 (the explorer's bound",
+    "resize_height: 8000": "config key 'resize_height' makes the database's",
+    "max_size: 8000\nmin_size: 8000": "config key 'min_size' and 'max_size' makes",
+    "transforms: [{type: augment.scale, min: 50, max: 50}]":
+        "config key 'transforms' (Scale(low=50.0, high=50.0, random=True)) makes the database's",
+    "transforms: [{type: augment.blur, sigma: 1}, {type: augment.scale, min: 50, max: 50}]": "Scale(low=50.0",
+    "resize_width: 2000\nbatch: 32": "32 samples of up to 7,130,000 pixels are more than the explorer's 256 MiB",
 }
 
 
@@ -312,3 +321,124 @@ def test_core_import_loads_no_web_framework():
             "print(sorted(m for m in ('starlette', 'uvicorn', 'jinja2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def labelled_db(path, labels: list[float]) -> str:
+    """Small PNGs (24x16, distinct pixels) with these labels: values the Writer takes."""
+    import cv2
+
+    with picpac.Writer(path) as w:
+        for i, label in enumerate(labels):
+            pixels = np.full((16, 24, 3), 10 * i, np.uint8)
+            w.append(image=cv2.imencode(".png", pixels)[1].tobytes(), label=label)
+    return str(path)
+
+
+def test_nan_and_infinite_labels_are_shown_on_every_page(tmp_path):
+    s = Server(labelled_db(tmp_path / "odd.picpac", [float("nan"), float("inf"), float("-inf"), 0.5, 2.0]))
+    try:
+        html = s.text("/grid")
+        assert grid_ids(html) == [0, 1, 2, 3, 4]
+        assert re.findall(r"<br>label ([^<]*)</div>", html) == ["nan", "inf", "-inf", "0.5", "2"]
+        for i, shown in enumerate(["nan", "inf", "-inf", "0.5", "2"]):
+            assert f'<td id="label">{shown}</td>' in s.text(f"/record/{i}")
+        assert grid_ids(s.text("/grid?label=inf")) == [1] and grid_ids(s.text("/grid?label=nan")) == []
+        overview = s.text("/")
+        assert "continuous: min -inf" not in overview and "continuous: min 0.5, max 2.0" in overview
+        assert "3 labels are NaN or infinite" in overview
+    finally:
+        s.stop()
+
+
+def test_labels_too_close_for_ten_bins_make_an_overview(tmp_path):
+    s = Server(labelled_db(tmp_path / "tiny.picpac", [0.0, 5e-324]))
+    try:
+        assert "continuous: min 0.0, max 5e-324" in s.text("/")
+    finally:
+        s.stop()
+
+
+def high_water_mark() -> int:
+    """This process's peak resident memory (bytes) since the last reset_high_water_mark()."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
+
+
+def reset_high_water_mark() -> None:
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def test_a_resize_of_one_side_is_refused_before_it_allocates(server):
+    """resize_width alone scales each image's height by its aspect ratio: refused from the database's sizes,
+    with nothing allocated in the server (its peak memory does not move)."""
+    reset_high_water_mark()
+    before = high_water_mark()
+    status, body, _ = server.get("/augment?" + urllib.parse.urlencode({"config": '{"resize_width": 32766}'}))
+    assert status == 400 and "more than max_pixels=16,777,216" in body.decode().replace("&#39;", "'")
+    assert high_water_mark() - before < 256 << 20
+
+
+BLURS = json.dumps({"batch": 1, "resize_width": 4000, "resize_height": 3000,
+                    "transforms": [{"type": "augment.blur", "sigma": 250}] * 40})
+"""A run of ~1 KB that takes hours: forty blurs of sigma 250 over 12 megapixels."""
+SMALL = "batch: 2\nresize_width: 32\nresize_height: 24\nseed: 5\n"
+
+
+def augment_path(text: str) -> str:
+    return "/augment?" + urllib.parse.urlencode({"config": text})
+
+
+def runs() -> list[int]:
+    """The pids of this process's children that are augmentation runs (and not yet reaped)."""
+    import os
+
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                command = f.read()
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == os.getpid() and b"picpac.tools.explore.augment" in command:
+            found.append(int(entry))
+    return found
+
+
+def test_a_run_past_the_time_limit_is_stopped_and_answered(db):
+    s = Server(db, augment_seconds=3)
+    try:
+        start = time.monotonic()
+        status, body, _ = s.get(augment_path(BLURS))
+        took = time.monotonic() - start
+        assert status == 400 and "longer than the explorer's time limit of 3 s a run" in body.decode().replace(
+            "&#39;", "'")
+        assert 3 <= took < 20, took
+        assert runs() == []  # the run's process is gone
+        start = time.monotonic()
+        assert len(re.findall(r'<img src="/augment/', s.text(augment_path(SMALL)))) == 2  # the next one runs
+        assert time.monotonic() - start < 20
+    finally:
+        s.stop()
+
+
+def test_a_client_that_goes_away_stops_its_run(db):
+    import socket
+
+    s = Server(db, augment_seconds=600)
+    try:
+        client = socket.create_connection(("127.0.0.1", s.port), timeout=10)
+        client.sendall(f"GET {augment_path(BLURS)} HTTP/1.1\r\nHost: 127.0.0.1:{s.port}\r\n\r\n".encode())
+        deadline = time.monotonic() + 20
+        while not runs():  # the run started
+            assert time.monotonic() < deadline, "the run never started"
+            time.sleep(0.05)
+        client.close()
+        start = time.monotonic()
+        html = s.text(augment_path(SMALL))  # the lock is free at once: this run goes
+        assert len(re.findall(r'<img src="/augment/', html)) == 2 and time.monotonic() - start < 20
+        assert runs() == []
+    finally:
+        s.stop()

@@ -123,6 +123,29 @@ def test_continuous_labels_get_min_max_mean_and_histogram(tmp_path):
     assert "  [0.5, 1.5): 2" in lines and "  [9.5, 10.5]: 1" in lines
 
 
+def test_labels_of_any_finite_range_get_a_histogram(tmp_path):
+    """[0, 5e-324] has no room for 10 float64 bins, [-1e308, 1e308] overflows NumPy's: both are labels the Writer
+    takes, so `picpac info` reports them (the bins the range holds), exit 0."""
+    cases = {"tiny": ([0.0, 5e-324, 5e-324], [0.0, 5e-324], [3], "  [0, 4.94066e-324]: 3"),
+             "wide": ([-1e308, 1e308, 0.5], None, [1, 0, 0, 0, 0, 1, 0, 0, 0, 1], "  [0, 2e+307): 1")}
+    for name, (labels, edges, counts, line) in cases.items():
+        path = tmp_path / f"{name}.picpac"
+        with picpac.Writer(path) as w:
+            for label in labels:
+                w.append(image=b"x", label=label)
+        out = subprocess.run(["picpac", "info", "--json", str(path)], capture_output=True, text=True, timeout=60)
+        assert out.returncode == 0, out.stderr
+        stats = json.loads(out.stdout)["labels"]
+        assert (stats["min"], stats["max"]) == (min(labels), max(labels))
+        assert stats["histogram"]["counts"] == counts
+        if edges is not None:
+            assert stats["histogram"]["edges"] == edges
+        text = subprocess.run(["picpac", "info", str(path)], capture_output=True, text=True, timeout=60)
+        assert text.returncode == 0 and text.stderr == "", text.stderr
+        assert f"labels:   continuous: min {min(labels):g}, max {max(labels):g}" in text.stdout
+        assert line in text.stdout.splitlines()
+
+
 def test_empty_database(tmp_path):
     path = tmp_path / "db.picpac"
     picpac.Writer(path).close()

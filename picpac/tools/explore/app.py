@@ -4,6 +4,7 @@ digests hex), so anything else is a 404. Errors are shown as escaped one-line me
 from __future__ import annotations
 
 import json
+import math
 import os
 import re
 import threading
@@ -22,9 +23,9 @@ from ...errors import CorruptRecordError, PicPacError
 from ...file.layout import NO_GROUP
 from ...image.headers import image_size
 from .. import info as info_module
-from .augment import DEFAULT_CONFIG, Augmenter
+from .augment import DEFAULT_CONFIG, MAX_SECONDS, Abandoned, Augmenter, RunFailed
 from .index import MAX_SCAN, DbIndex, parse_filter
-from .overview import bars, overview
+from .overview import bars, overview, probe_sizes
 from .pages import render
 from .thumbnails import LRUBytes, NoImage, annotated, thumbnail
 
@@ -63,19 +64,28 @@ class _SecurityHeaders:
 class Explorer:
     """The state one server shares: the database's index, the caches, the augmenter."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, augment_seconds: float = MAX_SECONDS):
         self.index = DbIndex(os.fspath(path))
         self.reader = self.index.reader
         self.name = os.path.basename(self.reader.path)
         self.thumbs = LRUBytes()
-        self.augmenter = Augmenter(self.reader.path)
+        self.augmenter = Augmenter(self.reader.path, lambda: self.sizes()["sizes"], augment_seconds)
         self._overview: dict[str, Any] | None = None
+        self._sizes: dict[str, Any] | None = None
         self._lock = threading.Lock()
 
+    def sizes(self) -> dict[str, Any]:
+        """The image sizes of a sample of the records (overview.probe_sizes), probed once."""
+        with self._lock:
+            if self._sizes is None:
+                self._sizes = probe_sizes(self.reader)
+            return self._sizes
+
     def overview(self) -> dict[str, Any]:
+        sizes = self.sizes()
         with self._lock:
             if self._overview is None:
-                self._overview = overview(self.index)
+                self._overview = overview(self.index, sizes)
             return self._overview
 
     def record_id(self, request: Request) -> int:
@@ -89,13 +99,15 @@ class Explorer:
 
 
 def _label_text(value: float) -> str:
-    return str(int(value)) if value == int(value) else repr(value)
+    """``3`` for an integral label, else the float as Python writes it (``0.5``, ``nan``, ``inf``)."""
+    return str(int(value)) if math.isfinite(value) and value == int(value) else repr(value)
 
 
-def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None) -> Starlette:
+def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None,
+              augment_seconds: float = MAX_SECONDS) -> Starlette:
     """The explorer's ASGI app for the database at ``path``; ``allowed_hosts``: the Host headers it answers
-    (a guard against DNS rebinding; None: any)."""
-    ex = Explorer(path)
+    (a guard against DNS rebinding; None: any); ``augment_seconds``: an augmentation run's time limit."""
+    ex = Explorer(path, augment_seconds)
 
     def home(request: Request) -> Response:
         q = request.query_params
@@ -145,8 +157,8 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
                 "fields": [], "meta": "", "annotation": None}
         classes = reader.classes
         label = float(entry["label"])
-        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and label == int(label) \
-                and 0 <= label < len(classes):
+        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and math.isfinite(label) \
+                and label == int(label) and 0 <= label < len(classes):
             info["name"] = classes[int(label)] or None
         error = None
         try:
@@ -175,16 +187,20 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         except (NoImage, PicPacError, ValueError):
             raise HTTPException(404) from None
 
-    def augment(request: Request) -> Response:
+    async def augment(request: Request) -> Response:
         text = request.query_params.get("config")
         if text is None:
             return ex.page("augment", text=DEFAULT_CONFIG, samples=[], digest="")
         error, digest, samples = None, "", []
         try:
-            digest, samples = ex.augmenter.run(text)
+            digest, samples = await ex.augmenter.run(text, request.is_disconnected)
+        except Abandoned as exc:
+            error = str(exc)
         except PicPacError as exc:
             error = f"config refused: {exc}"
-        except Exception as exc:  # a failure inside the stream: its message, never a traceback
+        except RunFailed as exc:  # a failure inside the stream: its message, never a traceback
+            error = f"the stream failed: {exc}"
+        except Exception as exc:
             error = f"the stream failed: {type(exc).__name__}: {exc}"
         return ex.page("augment", status=200 if error is None else 400, text=text, samples=samples,
                        digest=digest, error=error)

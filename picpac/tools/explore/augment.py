@@ -3,16 +3,29 @@
 The text is data, never code: it is parsed with ``json.loads`` or ``yaml.safe_load`` only, every key must be
 one of the augmentation, size and split keys below (no key that names a file, such as ``db`` or
 ``mixin``, and none that changes how the server runs: workers, backend, dump, ...), and
-picpac.stream.config.parse checks every value. The explorer then bounds the work: at most MAX_SAMPLES
-samples, ``max_pixels`` at most MAX_PIXELS per image, at most MAX_OUTPUT_BYTES per batch when the config
-fixes the output size, and one run at a time. The output keys are fixed (uint8, NHWC, RGB), so each
-served PNG holds exactly the stream's pixels for that config and seed."""
+picpac.stream.config.parse checks every value. The explorer then bounds the work:
+
+* before a run, the size of every image its steps make, from the database's image sizes (the
+  overview's probe) and every size key and transform: each within ``max_pixels`` (at most
+  MAX_PIXELS), and a batch of the outputs within MAX_OUTPUT_BYTES; at most MAX_SAMPLES samples;
+* the run itself goes in a child process (a fresh interpreter: nothing of the server's is copied), whose
+  memory is capped (RLIMIT_DATA, MAX_RUN_BYTES beyond what it holds at its start) and which is killed at
+  the request's time limit (MAX_SECONDS) or as soon as the client goes away. Whatever it allocated goes
+  with it; one run at a time.
+
+The output keys are fixed (uint8, NHWC, RGB), so each served PNG holds exactly the stream's pixels for
+that config and seed."""
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
-import threading
-from collections.abc import Mapping
+import pickle
+import resource
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import cv2
@@ -20,8 +33,11 @@ import numpy as np
 import yaml
 
 from ...errors import PicPacError, PicPacValueError
+from ...image import specs
+from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
 from ...stream.config import parse
 from ...stream.image_stream import ImageStream
+from ...stream.processor import Processor
 from .thumbnails import LRUBytes
 
 MAX_TEXT = 20_000
@@ -29,6 +45,13 @@ MAX_SAMPLES = 32
 MAX_PIXELS = 2**24
 MAX_OUTPUT_BYTES = 256 << 20
 MAX_DEPTH = 8
+MAX_SECONDS = 30.0
+"""A run's time limit: past it, its process is killed."""
+MAX_RUN_BYTES = 2 << 30
+"""The memory a run's process may allocate beyond what it holds when it starts."""
+LOCK_WAIT = 30.0
+"""How long a request waits for the run before it to end."""
+_POLL = 0.05
 
 DEFAULT_CONFIG = """\
 seed: 2016
@@ -93,13 +116,68 @@ def load_config(text: str) -> dict[str, Any]:
         raise ConfigRefused(f"config key 'max_pixels' must be an int in [1, {MAX_PIXELS:,}] in the explorer, "
                             f"got {pixels!r:.40}")
     config.update(FIXED)
-    checked = parse(config)
-    height = checked["crop_height"] or checked["resize_height"]
-    width = checked["crop_width"] or checked["resize_width"]
-    if width and height and checked["batch"] * width * height * 4 > MAX_OUTPUT_BYTES:
-        raise ConfigRefused(f"{checked['batch']} samples of {width} x {height} pixels are more than the explorer's "
-                            f"{MAX_OUTPUT_BYTES >> 20} MiB per run; lower 'batch' or the size")
+    parse(config)
     return config
+
+
+_SIZE_KEYS = {LimitSize: ("min_size", "max_size"), Resize: ("resize_width", "resize_height"),
+              Crop: ("crop_width", "crop_height"), RoundSize: ("round_div", "round_mod")}
+"""The config keys of the steps the stream builds from size keys (the other steps it builds keep the size)."""
+
+
+class _NoPixels(Exception):
+    """A step of the dry run read the pixels, which it has not."""
+
+
+def _no_pixels(reduction: int, region: Any) -> None:
+    raise _NoPixels
+
+
+def check_cost(config: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
+    """ConfigRefused when a run of ``config`` on images of these ``sizes`` (width, height) would make an image
+    of more than ``max_pixels`` at any step, or a batch of more than MAX_OUTPUT_BYTES.
+
+    Each size goes through the run's steps without pixels (a Sample of that size with no image): the geometry
+    of every step that changes the size is exact (resize keys with one side scale the other by the image's
+    aspect ratio; crop, pad and scale steps; ``transforms``), random ones at one draw; a step that reads pixels
+    leaves the size as it is. Without sizes, an output size the config fixes is checked."""
+    c = parse(dict(config))
+    processor = Processor(c)
+    steps = processor.fixed + processor.random
+    keyed = len(processor.fixed) + len(processor.random) - len(specs.build(c["transforms"],
+                                                                         random=c["perturb"] is not False))
+    names = []
+    for k, step in enumerate(steps):
+        keys = [key for key in _SIZE_KEYS.get(type(step), ()) if c[key]] if k < keyed else []
+        names.append(f"config key {' and '.join(map(repr, keys))}" if keys else f"config key 'transforms' ({step!r})")
+    peak = None  # (pixels, the step's name, the database's size, the size the step made)
+    output = 0
+    for width, height in sorted(set(sizes)):
+        if c["max_pixels"] and width * height > c["max_pixels"]:
+            continue  # the stream refuses such an image before any step
+        sample = Sample(None, 0.0, 0, size=(width, height), decoder=_no_pixels)
+        rng = np.random.default_rng(c["seed"])
+        for name, step in zip(names, steps):
+            before = sample.size
+            try:
+                sample = step(sample, rng)
+            except Exception:  # _NoPixels, or a step that needs what a dry run lacks: the run itself tells
+                pass
+            w, h = sample.size
+            if sample.size != before and (peak is None or w * h > peak[0]):
+                peak = (w * h, name, (width, height), (w, h))
+        output = max(output, sample.size[0] * sample.size[1])
+    if peak is not None and peak[0] > c["max_pixels"]:
+        pixels, name, (width, height), (w, h) = peak
+        raise ConfigRefused(f"{name} makes the database's {width}x{height} images {w}x{h} ({pixels:,} pixels), "
+                            f"more than max_pixels={c['max_pixels']:,} (the explorer's bound on every image a run "
+                            "makes); lower it")
+    fixed = (c["crop_width"] or c["resize_width"], c["crop_height"] or c["resize_height"])
+    if not sizes and all(fixed):
+        output = fixed[0] * fixed[1]
+    if c["batch"] * output * 4 > MAX_OUTPUT_BYTES:
+        raise ConfigRefused(f"{c['batch']} samples of up to {output:,} pixels are more than the explorer's "
+                            f"{MAX_OUTPUT_BYTES >> 20} MiB per run; lower 'batch' or the size")
 
 
 def _check_nested(value: Any, where: str, depth: int) -> None:
@@ -121,43 +199,124 @@ def config_digest(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-class Augmenter:
-    """Runs configs on one database, one at a time, and keeps the PNGs of recent runs (bounded)."""
+class Abandoned(PicPacError):
+    """The client went away before its run ended: the run was stopped."""
 
-    def __init__(self, path: str):
-        self.path = path
+
+class RunFailed(Exception):
+    """The stream failed inside the run (not a PicPacError): its message."""
+
+
+class Augmenter:
+    """Runs configs on one database, one at a time, each in a child process bounded in time and memory, and
+    keeps the PNGs of recent runs (bounded). ``sizes``: the database's image sizes (a sample), for the
+    estimate of a run's cost; ``seconds``: a run's time limit."""
+
+    def __init__(self, path: str, sizes: Callable[[], list[tuple[int, int]]], seconds: float = MAX_SECONDS):
+        self.path, self.sizes, self.seconds = path, sizes, seconds
         self.cache = LRUBytes(MAX_OUTPUT_BYTES)
         self._runs: dict[str, list[dict[str, Any]]] = {}
-        self._lock = threading.Lock()
+        self._lock = asyncio.Lock()
 
-    def run(self, text: str) -> tuple[str, list[dict[str, Any]]]:
-        """(digest, samples) for a page's config text; each sample: its index k, label, PNG size."""
+    def check(self, text: str) -> dict[str, Any]:
+        """The config of a page's text, its cost checked; ConfigRefused or another PicPacError otherwise."""
         config = load_config(text)
+        check_cost(config, self.sizes())
+        return config
+
+    async def run(self, text: str, gone: Callable[[], Awaitable[bool]]) -> tuple[str, list[dict[str, Any]]]:
+        """(digest, samples) for a page's config text; each sample: its index k, label, PNG size. ``gone``:
+        whether the client went away (the run then stops: Abandoned)."""
+        config = await asyncio.to_thread(self.check, text)
         digest = config_digest(config)
         if digest in self._runs and all(self.cache.get((digest, s["k"])) for s in self._runs[digest]):
             return digest, self._runs[digest]
-        if not self._lock.acquire(timeout=30):
-            raise PicPacError("the explorer is busy with another augmentation run; try again")
         try:
-            with ImageStream(self.path, **config) as stream:
-                images, labels, _ = next(iter(stream))
-                images = np.asarray(images)
-            samples = []
-            for k, image in enumerate(images):
-                png = encode_png(image)
-                self.cache.put((digest, k), png)
-                label = np.asarray(labels[k])
-                samples.append({"k": k, "label": float(label) if label.ndim == 0 else f"array {label.shape}",
-                                "width": image.shape[1], "height": image.shape[0]})
-            if len(self._runs) > 64:
-                self._runs.clear()
-            self._runs[digest] = samples
-            return digest, samples
+            await asyncio.wait_for(self._lock.acquire(), LOCK_WAIT)
+        except TimeoutError:
+            raise PicPacError("the explorer is busy with another augmentation run; try again") from None
+        try:
+            outputs = await self._in_child(config, gone)
         finally:
             self._lock.release()
+        samples = []
+        for k, (png, label, width, height) in enumerate(outputs):
+            self.cache.put((digest, k), png)
+            samples.append({"k": k, "label": label, "width": width, "height": height})
+        if len(self._runs) > 64:
+            self._runs.clear()
+        self._runs[digest] = samples
+        return digest, samples
+
+    async def _in_child(self, config: dict[str, Any], gone: Callable[[], Awaitable[bool]]) -> list[tuple]:
+        """The run's outputs from a child process, killed at the time limit or when the client is gone."""
+        process = subprocess.Popen([sys.executable, "-c", f"from {__name__} import child; child()"],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        answer = asyncio.ensure_future(asyncio.to_thread(
+            process.communicate, pickle.dumps((self.path, config, MAX_RUN_BYTES))))
+        try:
+            deadline = time.monotonic() + self.seconds
+            while not answer.done():
+                if time.monotonic() > deadline:
+                    raise PicPacError(f"the run took longer than the explorer's time limit of {self.seconds:g} s a "
+                                      "run, so it was stopped; make it cheaper (fewer or smaller steps, a smaller "
+                                      "'batch' or size)")
+                if await gone():
+                    raise Abandoned("the client went away, so its run was stopped")
+                await asyncio.wait({answer}, timeout=_POLL)
+            out = answer.result()[0]
+        finally:
+            if process.poll() is None:
+                process.kill()
+            await asyncio.wait({answer})  # communicate() ends with the process
+        try:
+            kind, value = pickle.loads(out)
+        except Exception:
+            raise PicPacError(f"the run's process ended with exit code {process.returncode} and no answer (over "
+                              f"the explorer's memory limit of {MAX_RUN_BYTES >> 20:,} MiB a run?)") from None
+        if kind == "refused":
+            raise PicPacError(value)
+        if kind == "failed":
+            raise RunFailed(value)
+        return value
 
     def png(self, digest: str, k: int) -> bytes | None:
         return self.cache.get((digest, k))
+
+
+def _limit_memory(extra: int) -> None:
+    """Cap this process's data (heap and private maps: every array) at what it holds now plus ``extra``."""
+    with open("/proc/self/status") as f:
+        held = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+    soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    limit = held + extra if hard == resource.RLIM_INFINITY else min(held + extra, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+def child() -> None:
+    """A run's process: reads (path, config, memory) pickled from stdin and writes the pickled reply to stdout:
+    ("ok", [(png, label, width, height), ...]) for the first batch of ``config``, ("refused", message) for a
+    PicPacError, ("failed", message) for anything else."""
+    path, config, memory = pickle.load(sys.stdin.buffer)
+    out, sys.stdout = sys.stdout.buffer, sys.stderr  # stdout carries the reply alone
+    try:
+        _limit_memory(memory)
+        with ImageStream(path, **config) as stream:
+            images, labels, _ = next(iter(stream))
+            images = np.asarray(images)
+        outputs = []
+        for image, label in zip(images, labels):
+            label = np.asarray(label)
+            outputs.append((encode_png(image), float(label) if label.ndim == 0 else f"array {label.shape}",
+                            image.shape[1], image.shape[0]))
+        reply: tuple[str, Any] = ("ok", outputs)
+    except Exception as exc:
+        text = str(exc) if isinstance(exc, PicPacError) else f"{type(exc).__name__}: {exc}"
+        if isinstance(exc, MemoryError) or "Insufficient memory" in text:
+            text += f" (the run is over the explorer's memory limit of {memory >> 20:,} MiB)"
+        reply = ("refused" if isinstance(exc, PicPacError) else "failed", text)
+    out.write(pickle.dumps(reply))
+    out.flush()
 
 
 def encode_png(image: np.ndarray) -> bytes:

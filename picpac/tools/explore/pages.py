@@ -37,7 +37,8 @@ _OVERVIEW = """{% extends "base" %}{% block title %}Overview{% endblock %}{% blo
 {% if d.labels.integral %}<table id="labels">{% for c in labels %}
 <tr><td><a href="/grid?label={{ c.label }}">{{ c.label }}</a></td><td>{{ c.name or "" }}</td>
 <td class="count">{{ c.count }}</td><td><span class="bar" style="width:{{ c.percent * 3 }}px"></span></td></tr>{% endfor %}
-</table>{% else %}<p>continuous: min {{ d.labels.min }}, max {{ d.labels.max }}, mean {{ d.labels.mean }}</p>{% endif %}
+</table>{% else %}<p>continuous: min {{ d.labels.min }}, max {{ d.labels.max }}, mean {{ d.labels.mean }}{% if d.labels.non_finite %};
+{{ d.labels.non_finite }} labels are NaN or infinite{% endif %}</p>{% endif %}
 <h2>Shape classes</h2>
 {% if d.shapes %}<p>{{ d.shapes.shapes }} shapes in {{ d.shapes.with_shapes }} of {{ d.shapes.records }} annotated records</p>
 <table id="shapes">{% for c in shapes %}<tr><td>{{ c.label }}</td><td>{{ c.name or "" }}</td><td class="count">{{ c.count }}</td>
