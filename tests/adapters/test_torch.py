@@ -3,6 +3,8 @@ device prefetcher and resume."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 import warnings
 
 import numpy as np
@@ -17,6 +19,12 @@ from conftest import make_db  # noqa: E402
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA path is not tested here")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
 KEYS = dict(batch=4, seed=7, workers=2)
+WORKER_START = "forkserver"
+"""How these tests' DataLoaders start workers. Other test modules leave JAX's and TensorFlow's thread pools
+running in this process, and a fork copies whatever locks those threads hold at that moment (a worker hung
+for ever in a full run): forked workers are tested in a fresh interpreter instead
+(test_in_process_dataset_then_forked_workers)."""
+torch.multiprocessing.get_context(WORKER_START).set_forkserver_preload(["picpac.adapters.torch"])
 
 
 @pytest.fixture
@@ -111,8 +119,14 @@ def test_rank_defaults_without_torch_distributed(db, monkeypatch):
         assert (loader.rank, loader.world_size) == (0, 1) and loader.size() == 24
 
 
+def dataloader(dataset, workers=2, **kwargs):
+    if workers:
+        kwargs.setdefault("multiprocessing_context", WORKER_START)
+    return torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, **kwargs)
+
+
 def collect(dataset, workers, epochs=(None,), **kwargs):
-    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, **kwargs)
+    loader = dataloader(dataset, workers, **kwargs)
     out = []
     for epoch in epochs:
         if epoch is not None:
@@ -147,8 +161,7 @@ def test_dataloader_uneven_shards(tmp_path):
     DistributedSampler does, and the batch's ``pad`` counts it, so the real samples are each read once;
     shard_pad=False drops one instead."""
     db = make_db(tmp_path / "odd.picpac", n=25)
-    loader = torch.utils.data.DataLoader(TorchDataset(db, **KEYS), batch_size=None, num_workers=2)
-    batches = list(loader)
+    batches = list(dataloader(TorchDataset(db, **KEYS)))
     assert sum(len(labels) for _, labels, _ in batches) == 26 and sum(pad for *_, pad in batches) == 1
     assert sorted(records(batches)) == list(range(25))
     (dropped,) = collect(TorchDataset(db, shard_pad=False, **KEYS), 2)
@@ -182,19 +195,26 @@ def test_dataloader_spawned_workers(db):
 
 
 def test_dataloader_channels_last(db):
-    loader = torch.utils.data.DataLoader(TorchDataset(db, memory_format="channels_last", **KEYS),
-                                         batch_size=None, num_workers=2)
-    for images, _, _ in loader:
+    for images, _, _ in dataloader(TorchDataset(db, memory_format="channels_last", **KEYS)):
         assert images.shape == (4, 3, 6, 8) and images.is_contiguous(memory_format=torch.channels_last)
 
 
-def test_in_process_dataset_then_workers(db):
-    """A dataset iterated in-process, then by forked workers: each worker opens its own stream."""
-    dataset = TorchDataset(db, **KEYS)
-    (alone,) = collect(dataset, 0)
-    (workers,) = collect(dataset, 2)
-    assert sorted(alone) == sorted(workers) == list(range(24))
-    dataset.close()
+def test_in_process_dataset_then_forked_workers(db):
+    """A dataset iterated in-process, then by workers forked from that process: each worker opens its own
+    stream. Run in a fresh interpreter, whose only threads are torch's and picpac's (see WORKER_START)."""
+    script = f"""
+import torch
+from picpac.adapters.torch import TorchDataset
+dataset = TorchDataset({str(db)!r}, **{KEYS!r})
+for workers in (0, 2):
+    loader = torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
+                                         multiprocessing_context="fork" if workers else None)
+    print(sorted(int(x) for _, labels, pad in loader for x in labels[:len(labels) - pad]))
+dataset.close()
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split("\n") == [str(list(range(24)))] * 2 + [""]
 
 
 @pytest.mark.skipif(not pinning_available(), reason="torch cannot pin memory here (it needs an accelerator)")
@@ -253,7 +273,7 @@ def test_prefetcher_options(db):
 
 
 def test_prefetcher_over_a_dataloader(db):
-    loader = torch.utils.data.DataLoader(TorchDataset(db, dtype="uint8", **KEYS), batch_size=None, num_workers=2)
+    loader = dataloader(TorchDataset(db, dtype="uint8", **KEYS))
     seen = [int(x) for _, labels, _ in DevicePrefetcher(loader, "cpu", mean=MEAN, std=STD, value_range="0-1")
             for x in labels]
     assert sorted(seen) == list(range(24))
