@@ -1,13 +1,18 @@
 """POSIX shared memory for the process engine: one named block, mapped by the consumer and its workers.
 
-Every block is ``/dev/shm/picpac_<pid of the consumer>_<random>``, registered with multiprocessing's
-resource tracker by its creator, so it is unlinked even if that process is killed.
+Every block is ``/dev/shm/picpac_<pid>_<start>_<pidns>_<random>`` on Linux: the creator's pid, its start
+time (in clock ticks since boot, from /proc) and its pid namespace, so that the owner of a block can be
+told from its name (``picpac_<pid>_<random>`` elsewhere). The creator registers it with multiprocessing's
+resource tracker, so it is unlinked even if that process is killed; a SIGKILL of the whole process group
+kills the tracker too, so each new block first removes the blocks whose creator is gone (:func:`reclaim`).
 """
 from __future__ import annotations
 
 import mmap
 import os
+import re
 import secrets
+import stat
 from multiprocessing import resource_tracker
 
 import numpy as np
@@ -20,7 +25,56 @@ except ImportError:  # pragma: no cover - Windows
     _posixshmem = None
 
 PREFIX = "picpac_"
-"""Every shared-memory block is ``/dev/shm/picpac_<pid of the consumer>_<random>``."""
+"""Every shared-memory block is ``/dev/shm/picpac_<pid of the consumer>_...``."""
+SHM = "/dev/shm"
+_OWNED = re.compile(re.escape(PREFIX) + r"(\d+)_(\d+)_(\d+)_[0-9a-f]{8}")
+"""A block's name on Linux: its creator's pid, start time and pid namespace, then 8 random hex digits."""
+
+
+def _start_time(pid: int | str) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22); None if there is none."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def _namespace() -> int | None:
+    """This process's pid namespace (the pids in a block's name mean something only within it)."""
+    try:
+        return os.stat("/proc/self/ns/pid").st_ino
+    except OSError:
+        return None
+
+
+def _owner() -> str:
+    """This process as a block's name tells it: ``<pid>_<start>_<pidns>`` on Linux, else ``<pid>``."""
+    pid, start, space = os.getpid(), _start_time("self"), _namespace()
+    return f"{pid}" if start is None or space is None else f"{pid}_{start}_{space}"
+
+
+def reclaim(folder: str = SHM) -> list[str]:
+    """Unlink the blocks in ``folder`` (/dev/shm) that a dead process of this pid namespace created; their
+    names. Only regular files of this user that picpac named (:data:`_OWNED`) are looked at, and a block
+    is kept while a process of its pid and start time lives (a pid reused since is another process)."""
+    space = _namespace()
+    if _posixshmem is None or space is None or not os.path.isdir(folder):
+        return []
+    removed = []
+    for entry in os.scandir(folder):
+        owned = _OWNED.fullmatch(entry.name)
+        if owned is None or int(owned[3]) != space or _start_time(owned[1]) == int(owned[2]):
+            continue
+        try:
+            info = entry.stat(follow_symlinks=False)
+            if not stat.S_ISREG(info.st_mode) or info.st_uid != os.getuid():
+                continue
+            _posixshmem.shm_unlink("/" + entry.name)
+        except (FileNotFoundError, PermissionError):  # gone meanwhile (another reclaim, its tracker)
+            continue
+        removed.append(entry.name)
+    return removed
 
 
 class SharedBlock:
@@ -64,9 +118,12 @@ class SharedBlock:
 
     @classmethod
     def create(cls, size: int) -> SharedBlock:
+        """A new block of ``size`` bytes, after unlinking those whose creator is dead (:func:`reclaim`)."""
+        reclaim()
+        owner = _owner()
         for _ in range(100):
             try:
-                return cls(f"{PREFIX}{os.getpid()}_{secrets.token_hex(4)}", size, create=True)
+                return cls(f"{PREFIX}{owner}_{secrets.token_hex(4)}", size, create=True)
             except FileExistsError:
                 continue
         raise PicPacError("cannot find a free shared-memory name")  # pragma: no cover
