@@ -34,6 +34,7 @@ import cv2
 import numpy as np
 
 import picpac
+from picpac.file.mapping import advise
 from picpac.sampling import Sampler
 
 
@@ -59,7 +60,7 @@ class Evictor:
     time ``cache_mb`` more MB were ``read`` (0: only now). ``maps``: the mappings of the file to unmap first
     (fadvise leaves mapped pages cached)."""
 
-    def __init__(self, path: str, maps: Iterable[mmap.mmap], cache_mb: int):
+    def __init__(self, path: str, maps: Iterable[np.ndarray], cache_mb: int):
         self.fd, self.maps, self.limit = os.open(path, os.O_RDONLY), list(maps), cache_mb * 2**20
         self.done = self.dropped_at = 0
         self.drops = 0
@@ -71,7 +72,7 @@ class Evictor:
 
     def drop(self) -> None:
         for m in self.maps:
-            m.madvise(mmap.MADV_DONTNEED)  # the file's pages stay valid: the next access reads them again
+            advise(m, mmap.MADV_DONTNEED)  # the file's pages stay valid: the next access reads them again
         os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_DONTNEED)
         self.drops += 1
 
@@ -91,9 +92,9 @@ class Evictor:
         os.close(self.fd)
 
 
-def mapping(reader: picpac.Reader) -> mmap.mmap:
+def mapping(reader: picpac.Reader) -> np.ndarray:
     """The Reader's map of the file (a private attribute: a benchmark may look)."""
-    return reader._mmap
+    return reader._bytes
 
 
 Run = tuple[float, int, int, int]

@@ -45,7 +45,8 @@ def map_file(fd: int, size: int) -> np.ndarray:
     return np.asarray(_Mapping(address, size))
 
 
-def advise_willneed(data: np.ndarray, start: int, length: int) -> None:
-    """Ask the kernel to read bytes ``start``..``start + length`` of a mapping from :func:`map_file` ahead
-    (``madvise(MADV_WILLNEED)``; ``start`` a multiple of the page size). A hint: errors are ignored."""
-    _libc.madvise(data.ctypes.data + start, length, mmap.MADV_WILLNEED)
+def advise(data: np.ndarray, advice: int, start: int = 0, length: int | None = None) -> None:
+    """``madvise`` bytes ``start``..``start + length`` (to the end: None) of a mapping from :func:`map_file`
+    (``start`` a multiple of the page size): ``mmap.MADV_WILLNEED`` to read them ahead, ``MADV_DONTNEED``
+    to drop its pages (read again on the next access). A hint: errors are ignored."""
+    _libc.madvise(data.ctypes.data + start, data.nbytes - start if length is None else length, advice)

@@ -19,7 +19,7 @@ from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPath
 from .layout import (ARRAYS_KEY, FIELD_ENTRY_SIZE, HEADER_SIZE, MAX_ARRAY_BYTES, NO_GROUP, RECORD_HEAD, ArraySpec,
                      HeaderState, crc32, crc32_joined, crc32_powers, field_table, load_json, parse_arrays,
                      read_commit, read_header)
-from .mapping import advise_willneed, map_file
+from .mapping import advise, map_file
 
 
 class Record:
@@ -469,7 +469,7 @@ class Reader(BaseReader):
         for begin, end in zip(starts[np.r_[0, breaks]].tolist(), ends[np.r_[breaks - 1, -1]].tolist()):
             begin -= begin % page
             if end > begin:
-                advise_willneed(self._bytes, begin, end - begin)
+                advise(self._bytes, mmap.MADV_WILLNEED, begin, end - begin)
 
     @property
     def closed(self) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import picpac
+from picpac.file.mapping import advise
 
 from conftest import payload
 
@@ -29,8 +30,7 @@ def resident(reader: picpac.Reader, begin: int, end: int) -> np.ndarray:
 
 
 def evict(reader: picpac.Reader, path) -> None:
-    libc.madvise(ctypes.c_void_p(reader._bytes.ctypes.data), ctypes.c_size_t(reader._bytes.nbytes),
-                 mmap.MADV_DONTNEED)
+    advise(reader._bytes, mmap.MADV_DONTNEED)  # the mapping's pages: fadvise leaves mapped pages cached
     fd = os.open(path, os.O_RDONLY)
     os.fsync(fd)
     os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
