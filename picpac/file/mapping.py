@@ -31,7 +31,8 @@ class _Mapping:
 
     def __init__(self, address: int, size: int):
         self.__array_interface__ = {"data": (address, True), "shape": (size,), "typestr": "|u1", "version": 3}
-        weakref.finalize(self, _libc.munmap, address, size)
+        # not at exit: a daemon thread may still be reading it then (the process's end unmaps it)
+        weakref.finalize(self, _libc.munmap, address, size).atexit = False
 
 
 def map_file(fd: int, size: int) -> np.ndarray:
