@@ -160,6 +160,7 @@ class StoreWriter:
             self._start()
             self._lock = durable.lock(self._temp)
         except BaseException:
+            self._open = False  # a writer that failed to start is not one dropped without close()
             self._discard()
             raise
 

@@ -170,8 +170,8 @@ def test_a_writer_dropped_without_close_warns_with_the_records_lost_and_writes_n
         f"were not written and {path} was left as it was; call close() (or use `with "
         "picpac.stores.open_writer(...) as w:`) to write them"]
     assert sorted(os.listdir(tmp_path)) == before and images_of(path, kind) == [b"old"]  # no temporary left
-    with warnings.catch_warnings():
-        warnings.simplefilter("error")  # closed, aborted and with-block writers never warn
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")  # closed, aborted and with-block writers never warn
         for end in ("close", "abort"):
             w = stores.WRITERS[kind](path)
             w.append(image=b"x")
@@ -179,3 +179,14 @@ def test_a_writer_dropped_without_close_warns_with_the_records_lost_and_writes_n
             del w
             gc.collect()
         write(path, kind, [b"y"])
+    assert [str(c.message) for c in caught] == []
+
+
+def test_a_writer_that_failed_to_start_does_not_warn(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "h5py", None)  # import h5py raises ImportError in the writer's start
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with pytest.raises(stores.MissingPackageError):
+            stores.open_writer(tmp_path / "x.hdf5", "hdf5")
+        gc.collect()
+    assert [str(c.message) for c in caught] == [] and os.listdir(tmp_path) == []
