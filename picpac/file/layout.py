@@ -204,7 +204,7 @@ def check_commit_bounds(commit: Commit, size: int, path: str) -> None:
     """CorruptError unless ``commit``'s region lies after the header and within a file of ``size`` bytes."""
     if commit.end > size or commit.offset + commit.meta_size > commit.index_offset or commit.offset < HEADER_SIZE:
         raise CorruptError(f"{path}: truncated or damaged: the committed index ends at byte {commit.end} "
-                           f"but the file has {size} bytes")
+                           f"but the file has {size} bytes; `picpac repair` recovers the records it still holds")
 
 
 def read_commit(buf: Any, size: int, commit: Commit, path: str, base: int = 0) -> tuple[dict, np.ndarray]:

@@ -3,10 +3,16 @@
 The header's two commit slots are the only way a Reader finds a commit. When the newest slot is
 damaged, the commit it described is still in the file: records are written before the commit
 region (metadata JSON, padding, index) that lists them, and a later append writes after it. So the
-file is walked from the first record: records back to back, then a commit region whose index lists
-exactly the records before it, then the records of the next append, and so on. The last commit
-region found (or the one an intact slot describes, when it lies further on) is the newest commit;
-its records whose bytes still match their checksums are written to a new database.
+file is walked from the first record: records (each after its recovery frame, when it has one), then
+a commit region whose index lists exactly the records before it, then the records of the next
+append, and so on. The last commit region found (or the one an intact slot describes, when it lies
+further on) is the newest commit; its records whose bytes still match their checksums are written to
+a new database.
+
+A truncated file (an interrupted copy) has lost its newest commit's region, which lies at its end;
+its intact slot still says where that region began. The records before that point were all
+committed by it: those of the last commit region found, and after it those whose recovery frames
+(picpac/file/frames.py) give their label, group and checksum, named by the last metadata frame.
 """
 from __future__ import annotations
 
@@ -22,11 +28,11 @@ import numpy as np
 from .. import __version__
 from ..errors import CorruptError, FormatError, PathExistsError
 from . import durable
-from .layout import (FIELD_ENTRY_SIZE, HEADER_SIZE, INDEX_DTYPE, NO_GROUP, RECORD_HEAD, crc32, field_table,
+from .frames import MAX_METADATA, RECORD_FRAME, RecordFrame, read_metadata_frame, read_record_frame
+from .layout import (FIELD_ENTRY_SIZE, HEADER_SIZE, INDEX_DTYPE, NO_GROUP, RECORD_HEAD, Commit, crc32, field_table,
                      index_offset_after, load_json, read_commit, read_header)
 from .writer import Writer
 
-_MAX_METADATA = 256 << 20  # a commit's metadata JSON larger than this is not looked for
 
 
 @dataclass
@@ -46,10 +52,14 @@ class RepairReport:
     """Complete records after the newest commit, never committed: dropped, as an append drops them."""
     tail_bytes: int = 0
     """Bytes at the end that are neither records nor a commit (an interrupted write): dropped."""
+    cut_off: int = 0
+    """Records of the newest commit that a truncated file holds no longer (or only without the recovery
+    frame that would verify them): lost."""
 
     def summary(self) -> str:
         """One line: what was recovered and what was dropped."""
         dropped = [f"{n} {what}" for n, what in ((len(self.damaged), "damaged record(s)"),
+                                                   (self.cut_off, "record(s) cut off by the truncation"),
                                                    (self.uncommitted, "uncommitted record(s)"),
                                                    (self.tail_bytes, "trailing byte(s)")) if n]
         lost = f"; dropped {', '.join(dropped)}" if dropped else ""
@@ -64,6 +74,21 @@ class _Commit:
     metadata: dict
     index: np.ndarray
     end: int
+
+
+@dataclass
+class _Walk:
+    """What a walk through the file found, in file order."""
+
+    records: list[tuple[int, int]] = field(default_factory=list)
+    """(offset, size) of each record."""
+    frames: dict[int, RecordFrame] = field(default_factory=dict)
+    """The recovery frame of each record that has one, by the record's offset."""
+    metadata: list[tuple[int, dict]] = field(default_factory=list)
+    """(position, metadata) of each metadata frame."""
+    commits: list[_Commit] = field(default_factory=list)
+    end: int = HEADER_SIZE
+    """Where the walk stopped: the first byte that is no record, frame or commit region."""
 
 
 def repair(path: str | os.PathLike, output: str | os.PathLike | None = None, *, overwrite: bool = False,
@@ -90,15 +115,18 @@ def repair(path: str | os.PathLike, output: str | os.PathLike | None = None, *, 
 
 
 def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, overwrite: bool, sync: bool) -> RepairReport:
-    readable, slot_commit, damaged_slots = _header_commit(path, buf, size)
-    walked, commits, end = _walk(buf, size)
-    # the newest commit lies furthest on; on a tie, the one an intact slot describes
-    newest = max(([slot_commit] if slot_commit else []) + commits, key=lambda c: c.end, default=None)
+    readable, slot_commit, damaged_slots, cut = _header_commit(path, buf, size)
+    walk = _walk(buf, size)
+    if cut is not None:
+        newest = _cut_commit(path, walk, cut, size)
+    else:  # the newest commit lies furthest on; on a tie, the one an intact slot describes
+        newest = max(([slot_commit] if slot_commit else []) + walk.commits, key=lambda c: c.end, default=None)
     if newest is None:
         raise CorruptError(f"{path}: no commit could be found in the file: there is nothing to recover")
-    uncommitted = sum(1 for offset, _ in walked if offset >= newest.end)
+    uncommitted = sum(1 for offset, _ in walk.records if offset >= newest.end)
     report = RepairReport(path, None, 0, readable, uncommitted=uncommitted,
-                          tail_bytes=size - max(end, newest.end))
+                          tail_bytes=size - (walk.end if cut is not None else max(walk.end, newest.end)),
+                          cut_off=max(0, cut.count - len(newest.index)) if cut is not None else 0)
     records = list(_intact_records(buf, newest, report))
     report.records = len(records)
     if not (damaged_slots or report.damaged or uncommitted or report.tail_bytes or newest is not slot_commit):
@@ -115,37 +143,78 @@ def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, overwrite:
     return report
 
 
-def _header_commit(path: str, buf: mmap.mmap, size: int) -> tuple[int, _Commit | None, tuple[int, ...]]:
-    """(records a Reader sees, the commit of the newest intact slot, the damaged slots); the commit is None
+def _header_commit(path: str, buf: mmap.mmap, size: int
+                   ) -> tuple[int, _Commit | None, tuple[int, ...], Commit | None]:
+    """(records a Reader sees, the commit of the newest intact slot, the damaged slots, the newest slot's
+    commit when its region ends past the end of the file: a truncated file); the commit is None
     when no slot leads to an intact commit."""
     try:
         state = read_header(buf, size, path)  # not a picpac file, or a newer version: raised
     except CorruptError:
-        return 0, None, (0, 1)
+        return 0, None, (0, 1), None
+    current = state.current
+    if size < current.end and HEADER_SIZE <= current.offset <= current.index_offset:
+        return 0, None, state.damaged_slots, current
     try:
-        metadata, index = read_commit(buf, size, state.current, path)
+        metadata, index = read_commit(buf, size, current, path)
     except FormatError:
-        return 0, None, state.damaged_slots
-    return len(index), _Commit(metadata, index.copy(), state.current.end), state.damaged_slots
+        return 0, None, state.damaged_slots, None
+    return len(index), _Commit(metadata, index.copy(), current.end), state.damaged_slots, None
 
 
-def _walk(buf: mmap.mmap, size: int) -> tuple[list[tuple[int, int]], list[_Commit], int]:
-    """Records (offset, size) and commit regions found from the first record on, and where the walk stopped."""
-    records: list[tuple[int, int]] = []
-    commits: list[_Commit] = []
+def _cut_commit(path: str, walk: _Walk, cut: Commit, size: int) -> _Commit:
+    """The records of the commit ``cut`` whose region a truncation removed: the last commit region found
+    before it, then the framed records after that one, named by the last metadata frame."""
+    base = max((c for c in walk.commits if c.end <= cut.offset), key=lambda c: c.end, default=None)
+    start = base.end if base is not None else HEADER_SIZE
+    framed = [(offset, length) for offset, length in walk.records
+              if start <= offset and offset + length <= cut.offset and offset in walk.frames]
+    named = [metadata for position, metadata in walk.metadata if start <= position < cut.offset]
+    metadata = named[-1] if named else base.metadata if base is not None else None
+    if metadata is None:
+        raise CorruptError(
+            f"{path}: truncated: the file ends at byte {size}, within or before its newest commit (bytes "
+            f"{cut.offset}-{cut.end}), and what is left holds no older commit and no recovery frames (records "
+            "written by a picpac without them, or of array fields): there is nothing to recover")
+    rows = np.zeros(len(framed), INDEX_DTYPE)
+    for row, (offset, length) in zip(rows, framed):
+        frame = walk.frames[offset]
+        row["offset"], row["size"], row["label"], row["group"], row["checksum"] = (
+            offset, length, frame.label, frame.group, frame.checksum)
+    index = rows if base is None else np.concatenate([base.index, rows])
+    return _Commit(metadata, index, cut.offset)
+
+
+def _walk(buf: mmap.mmap, size: int) -> _Walk:
+    """Records, frames and commit regions found from the first record on, and where the walk stopped."""
+    walk = _Walk()
     position = HEADER_SIZE
     while position < size:
+        frame = read_record_frame(buf, position, size)
+        if frame is not None:  # its record's size, even when the record's bytes are damaged
+            start = position + RECORD_FRAME.size
+            if frame.size > size - start:
+                break  # a torn record
+            walk.records.append((start, frame.size))
+            walk.frames[start] = frame
+            position = start + frame.size
+            continue
+        if (found := read_metadata_frame(buf, position, size)) is not None:
+            walk.metadata.append((position, found[0]))
+            position += found[1]
+            continue
         record = _record_size(buf, position, size)
         if record is not None:
-            records.append((position, record))
+            walk.records.append((position, record))
             position += record
             continue
-        commit = _commit_at(buf, position, size, records)
+        commit = _commit_at(buf, position, size, walk.records)
         if commit is None:
             break
-        commits.append(commit)
+        walk.commits.append(commit)
         position = commit.end
-    return records, commits, position
+    walk.end = position
+    return walk
 
 
 def _record_size(buf: mmap.mmap, position: int, size: int) -> int | None:
@@ -193,7 +262,7 @@ def _json_length(buf: mmap.mmap, position: int, size: int) -> int | None:
         try:  # latin-1 maps each byte to one character, so lengths are byte counts
             return decoder.raw_decode(buf[position:stop].decode("latin-1"))[1]
         except (ValueError, RecursionError):
-            if stop == size or window >= _MAX_METADATA:
+            if stop == size or window >= MAX_METADATA:
                 return None
             window *= 4
 

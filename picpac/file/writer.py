@@ -18,6 +18,7 @@ from .. import __version__
 from ..errors import (CorruptError, MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError,
                       WriterBusyError)
 from . import durable
+from .frames import encode_metadata, framed, metadata_frame, record_frame
 from .layout import (ARRAYS_KEY, EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, MAX_FIELDS, MAX_META_SIZE, NO_GROUP,
                      RECORD_HEAD, SLOT_OFFSETS, ArraySpec, Commit, array_dtype, crc32, field_table,
                      index_offset_after, pack_header, parse_arrays, read_commit, read_header)
@@ -173,6 +174,8 @@ class Writer:
             self._metadata.update(extra)
             self._field_ids = {name: i for i, name in enumerate(self._metadata["fields"])}
             self._arrays = parse_arrays(self._metadata, self.path, PicPacValueError)
+            self._framed = framed(self._metadata)
+            self._framed_fields = -1  # fields in this Writer's last metadata frame (-1: none written yet)
         except BaseException:
             self.abort()  # a Writer that failed to open is not one dropped without close()
             raise
@@ -308,22 +311,36 @@ class Writer:
             views.append(view)
         head = RECORD_HEAD.pack(len(views), 0, len(meta_bytes)) + field_table(len(views)).pack(*table)
         crc = crc32(meta_bytes, crc32(head))
+        for view in views:
+            crc = crc32(view, crc)
+        size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
+        label = float(label)
+        frames = self._frames(size, label, group_value, crc) if self._framed else b""
         write = self._file.write
         try:
+            write(frames)
             write(head)
             write(meta_bytes)
             for view in views:
-                crc = crc32(view, crc)
                 write(view)
         except BaseException:
             self._rewind()
             raise
-        size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
+        self._framed_fields = len(self._metadata["fields"])
+        offset = self._end + len(frames)
         self._grow(self._count + 1)
-        self._index[self._count] = (self._end, size, float(label), group_value, crc, 0)
-        self._end += size
+        self._index[self._count] = (offset, size, label, group_value, crc, 0)
+        self._end = offset + size
         self._count += 1
         return self._count - 1
+
+    def _frames(self, size: int, label: float, group: int, crc: int) -> bytes:
+        """The record's frame, after a metadata frame when this Writer has not framed its field list yet
+        (picpac/file/frames.py: what `picpac repair` reads in a truncated file)."""
+        frame = record_frame(size, label, group, crc)
+        if len(self._metadata["fields"]) == self._framed_fields:
+            return frame
+        return metadata_frame(encode_metadata(self._metadata)) + frame
 
     @staticmethod
     def _check_group(group: Any) -> int:
@@ -393,7 +410,7 @@ class Writer:
         self._fsync_directory()
 
     def _write_commit(self) -> None:
-        meta = json.dumps(self._metadata, separators=(",", ":")).encode()
+        meta = encode_metadata(self._metadata)
         index_offset = index_offset_after(self._end + len(meta))
         region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
         try:

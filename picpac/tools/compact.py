@@ -2,8 +2,9 @@
 
 Every append writes a new commit region (metadata and the whole index) after its records and leaves
 the older regions in the file, unreferenced (docs/format.md). Compacting copies the committed records
-byte for byte, back to back in index order, followed by the commit's metadata (its exact bytes) and
-the index with the new offsets: records, order, labels, groups, metadata and checksums stay the same.
+byte for byte, back to back in index order (each after its recovery frame where it had one), followed
+by the commit's metadata (its exact bytes) and the index with the new offsets: records, order, labels,
+groups, metadata and checksums stay the same.
 The new file is built beside the destination and renamed over it, so the destination only ever holds
 the old database or the complete new one.
 """
@@ -22,8 +23,10 @@ import numpy as np
 from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PathExistsError,
                       PicPacError, WriterBusyError)
 from ..file import durable
+from ..file.frames import RECORD_FRAME, RECORD_MAGIC, metadata_frame, read_metadata_frame, record_frame
 from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
                            index_offset_after, pack_header, read_commit, read_header)
+from ..file.reader import _gather
 from ..file.writer import lock_replaced
 from ..stores.base import output_errors
 
@@ -117,31 +120,74 @@ def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
                                    f"the newest intact commit (a newer commit?); run `picpac repair {path}` first")
             _, index = read_commit(buf, size, state.current, path)
             index = index.copy()
-            sizes = index["size"].astype(np.int64)
-            offsets = HEADER_SIZE + np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
-            records_end = HEADER_SIZE + int(sizes.sum())
-            meta_size = state.current.meta_size
-            after = index_offset_after(records_end + meta_size) + INDEX_DTYPE.itemsize * len(index)
+            meta = buf[state.current.offset:state.current.offset + state.current.meta_size]  # its exact bytes
+            layout = _Layout(buf, index, meta, size)
+            after = index_offset_after(layout.records_end + len(meta)) + INDEX_DTYPE.itemsize * len(index)
             report = CompactReport(path, destination, len(index), size, after)
-            if in_place and _is_compact(state, index, offsets, records_end, size):
+            if in_place and not state.damaged_slots and layout.is_compact(buf, state.current, size):
                 report.output, report.bytes_after = None, size
                 return report
             with output_errors(destination):
-                _write(buf, path, destination, state, index, offsets, records_end, overwrite or in_place,
+                _write(buf, path, destination, state, index, meta, layout, overwrite or in_place,
                        os.fstat(fd).st_mode, progress, sync)
     finally:
         os.close(fd)
     return report
 
 
-def _is_compact(state: HeaderState, index: np.ndarray, offsets: np.ndarray, records_end: int, size: int) -> bool:
-    return (not state.damaged_slots and state.current.offset == records_end and state.current.end == size
-            and np.array_equal(index["offset"].astype(np.int64), offsets))
+class _Layout:
+    """Where the records go in the compact file: back to back in index order after the header, each after
+    its recovery frame when it has one in the source (picpac/file/frames.py), and then a metadata frame
+    before them all (the commit's metadata), so that the compact file keeps what `picpac repair` needs."""
+
+    def __init__(self, buf: mmap.mmap, index: np.ndarray, meta: bytes, size: int):
+        self.offsets = index["offset"].astype(np.int64)  # (an offset past 2**63 is negative: no frame read)
+        self.sizes = index["size"].astype(np.int64)
+        self.framed = _framed(buf, index, self.offsets, size)
+        self.metadata_frame = metadata_frame(meta) if self.framed.any() else b""
+        ends = HEADER_SIZE + len(self.metadata_frame) + np.cumsum(self.sizes + RECORD_FRAME.size * self.framed)
+        self.new_offsets = ends - self.sizes
+        self.records_end = int(ends[-1]) if len(ends) else HEADER_SIZE
+
+    def is_compact(self, buf: mmap.mmap, commit: Commit, size: int) -> bool:
+        """Whether the file holds nothing but the records, their frames, metadata frames (where a Writer began
+        or met a new field) and the commit region: no older commit region, no bytes of an interrupted append."""
+        ends = self.offsets + self.sizes
+        before = np.concatenate(([HEADER_SIZE], ends[:-1])).astype(np.int64)
+        gaps = self.offsets - before - RECORD_FRAME.size * self.framed
+        last = int(ends[-1]) if len(ends) else HEADER_SIZE
+        if (gaps < 0).any() or commit.offset != last or commit.end != size:
+            return False
+        return all(_metadata_frames(buf, int(before[i]), int(before[i] + gaps[i]), size)
+                   for i in np.flatnonzero(gaps))
 
 
-def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, index: np.ndarray,
-           offsets: np.ndarray, records_end: int, replace: bool, mode: int,
-           progress: Callable[[int], Any] | None, sync: bool) -> None:
+_FRAME_DTYPE = np.dtype([("magic", "S8"), ("size", "<u8"), ("label", "<f8"), ("group", "<i8"),
+                         ("checksum", "<u4"), ("crc", "<u4")])
+
+
+def _framed(buf: mmap.mmap, index: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray:
+    """Which records have their recovery frame right before them: its magic, and their size and checksum."""
+    starts = offsets - RECORD_FRAME.size
+    inside = (starts >= HEADER_SIZE) & (offsets <= size)
+    heads = np.zeros(len(index), _FRAME_DTYPE)
+    heads[inside] = _gather(np.frombuffer(buf, np.uint8), starts[inside], RECORD_FRAME.size).view(_FRAME_DTYPE)[:, 0]
+    return (inside & (heads["magic"] == RECORD_MAGIC) & (heads["size"] == index["size"])
+            & (heads["checksum"] == index["checksum"]))
+
+
+def _metadata_frames(buf: mmap.mmap, start: int, stop: int, size: int) -> bool:
+    """Whether the bytes ``start``..``stop`` are metadata frames and nothing else."""
+    while start < stop:
+        found = read_metadata_frame(buf, start, size)
+        if found is None:
+            return False
+        start += found[1]
+    return start == stop
+
+
+def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, index: np.ndarray, meta: bytes,
+           layout: _Layout, replace: bool, mode: int, progress: Callable[[int], Any] | None, sync: bool) -> None:
     """Build the compact database in a temporary file beside ``destination`` and move it there."""
     target = durable.target(destination)
     durable.remove_stale_temps(target)
@@ -154,14 +200,14 @@ def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, inde
             os.fchmod(fd, stat.S_IMODE(mode))  # in place: the database keeps its permissions
         with os.fdopen(os.dup(fd), "wb") as file:
             file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))
-            _copy_records(buf, path, index, file, progress)
-            current = state.current
-            meta = buf[current.offset:current.offset + current.meta_size]  # the metadata's exact bytes
-            index["offset"] = offsets
+            file.write(layout.metadata_frame)
+            _copy_records(buf, path, index, layout.framed, file, progress)
+            index["offset"] = layout.new_offsets
+            records_end = layout.records_end
             padding = bytes(index_offset_after(records_end + len(meta)) - records_end - len(meta))
             region = meta + padding + index.tobytes()
             file.write(region)
-        commit = Commit(current.seq + 1, records_end, len(meta), records_end + len(meta) + len(padding),
+        commit = Commit(state.current.seq + 1, records_end, len(meta), records_end + len(meta) + len(padding),
                         len(index), crc32(region))
         os.pwrite(fd, commit.pack(), SLOT_OFFSETS[0])
         _publish(temp, target, destination, replace, durable.target(path) == target, sync)
@@ -175,19 +221,23 @@ def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, inde
                 pass
 
 
-def _copy_records(buf: mmap.mmap, path: str, index: np.ndarray, file: Any,
+def _copy_records(buf: mmap.mmap, path: str, index: np.ndarray, framed: np.ndarray, file: Any,
                   progress: Callable[[int], Any] | None) -> None:
-    """Write every record's bytes, each checked against its checksum."""
+    """Write every record's bytes, each checked against its checksum, after a frame from its index entry
+    where it had one."""
     bar = progress(len(index)) if progress is not None else None
     try:
         size = len(buf)
-        for i, (offset, length, checksum) in enumerate(zip(index["offset"].tolist(), index["size"].tolist(),
-                                                           index["checksum"].tolist())):
+        for i, (offset, length, label, group, checksum, frame) in enumerate(zip(
+                index["offset"].tolist(), index["size"].tolist(), index["label"].tolist(), index["group"].tolist(),
+                index["checksum"].tolist(), framed.tolist())):
             if offset + length > size:
                 raise CorruptRecordError(path, i, "lies past the end of the file")
             data = buf[offset:offset + length]
             if crc32(data) != checksum:
                 raise CorruptRecordError(path, i, "fails its checksum (damaged bytes); `picpac repair` drops it")
+            if frame:
+                file.write(record_frame(length, label, group, checksum))
             file.write(data)
             if bar is not None:
                 bar.update(1)

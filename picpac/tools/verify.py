@@ -45,8 +45,9 @@ class VerifyReport:
         checked = f"{self.records} records" + (", images decoded" if self.decoded else "")
         if self.ok:
             return f"{self.path}: OK ({checked})"
+        repair = "; `picpac repair` drops the damaged records" if self.damaged else ""
         return (f"{self.path}: {len(self.problems)} problem(s) in {checked} ({len(self.damaged)} damaged, "
-                f"{len(self.undecodable)} undecodable)")
+                f"{len(self.undecodable)} undecodable){repair}")
 
 
 def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[str] | None = None,

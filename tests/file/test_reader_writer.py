@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import picpac
+from picpac.file.frames import RECORD_FRAME, RecordFrame, read_metadata_frame, read_record_frame
 from picpac.file.layout import HEADER_SIZE, INDEX_DTYPE, MAGIC, VERSION, read_header
 
 from conftest import payload
@@ -48,7 +49,13 @@ def test_round_trip_fields_labels_groups_meta(tmp_path):
             r[0]["mask"]
         np.testing.assert_array_equal(r.labels, [1.0, -2.5, 0.0])
         np.testing.assert_array_equal(r.groups, [picpac.NO_GROUP, 7, picpac.NO_GROUP])
-        assert r.index.dtype == INDEX_DTYPE and r.index["offset"][0] == HEADER_SIZE
+        assert r.index.dtype == INDEX_DTYPE
+        data = path.read_bytes()  # the first record comes after a metadata frame and its own frame (format.md)
+        metadata, length = read_metadata_frame(data, HEADER_SIZE, len(data))
+        assert metadata["fields"] == ["image", "annotation"]  # those of the first record
+        assert read_record_frame(data, HEADER_SIZE + length, len(data)) == RecordFrame(59, 1.0, picpac.NO_GROUP,
+                                                                                      r.index["checksum"][0])
+        assert r.index["offset"][0] == HEADER_SIZE + length + RECORD_FRAME.size
 
 
 def test_iteration_and_numpy_indices(tmp_path):
@@ -82,8 +89,9 @@ def test_storage_is_original_bytes_plus_small_overhead(tmp_path):
         for d in data:
             w.append(image=d)
     raw = sum(map(len, data))
-    # per record: 8-byte head + 12-byte field entry + 40-byte index entry; plus header and metadata
-    assert os.path.getsize(path) <= raw + 50 * 60 + HEADER_SIZE + 200
+    # per record: 40-byte frame + 8-byte head + 12-byte field entry + 40-byte index entry; plus header and metadata
+    # (in a metadata frame too)
+    assert os.path.getsize(path) <= raw + 50 * 100 + HEADER_SIZE + 400
     blob = path.read_bytes()
     assert all(d in blob for d in data)
 

@@ -9,6 +9,7 @@ import pytest
 
 import picpac
 from picpac.errors import CorruptRecordError, PathExistsError, WriterBusyError
+from picpac.file.frames import METADATA_FRAME, RECORD_FRAME, metadata_frame, record_frame
 from picpac.file.layout import HEADER_SIZE, INDEX_DTYPE, index_offset_after
 from picpac.tools.compact import compact
 from picpac.tools.verify import verify
@@ -49,14 +50,22 @@ def test_compact_in_place_drops_old_commit_regions_and_keeps_every_byte(tmp_path
     before, size = snapshot(db), db.stat().st_size
     report = compact(db, sync=False)
     records = before[0]
-    meta_size = len(before[4])
-    expected = index_offset_after(HEADER_SIZE + sum(map(len, records)) + meta_size) + INDEX_DTYPE.itemsize * 20
+    meta = before[4]
+    # the records back to back, each after its recovery frame, and the commit's metadata in a frame before them
+    start = HEADER_SIZE + METADATA_FRAME.size + len(meta)
+    ends = start + np.cumsum([RECORD_FRAME.size + len(r) for r in records])
+    expected = index_offset_after(int(ends[-1]) + len(meta)) + INDEX_DTYPE.itemsize * 20
     assert db.stat().st_size == expected == report.bytes_after < size == report.bytes_before
     assert report.records == 20 and report.output == str(db)
     assert report.summary() == f"{db}: 20 records, {size:,} -> {expected:,} bytes ({size - expected:,} bytes freed)"
     assert snapshot(db) == before
+    data = db.read_bytes()
+    assert data[HEADER_SIZE:start] == metadata_frame(meta)
     with picpac.Reader(db) as reader:
-        assert reader.index["offset"].tolist() == (HEADER_SIZE + np.cumsum([0] + list(map(len, records[:-1])))).tolist()
+        assert reader.index["offset"].tolist() == (ends - list(map(len, records))).tolist()
+        for entry in reader.index:
+            assert data[entry["offset"] - RECORD_FRAME.size:entry["offset"]] == record_frame(
+                entry["size"], entry["label"], entry["group"], entry["checksum"])
         assert reader.header.damaged_slots == () and reader.metadata["note"] == "kept"
         assert reader.stride is None  # (records of several sizes)
     assert verify(db).ok and no_temps(tmp_path)
@@ -80,6 +89,21 @@ def test_a_compact_database_is_left_as_it_is(tmp_path):
     compact(db2, sync=False)
     data = db2.read_bytes()
     assert compact(db2, sync=False).output is None and db2.read_bytes() == data
+
+
+def test_records_without_frames_stay_without(tmp_path):
+    """A database of array fields has no recovery frames (its records lie back to back for the batch path):
+    compacting one keeps it so."""
+    db = tmp_path / "arrays.picpac"
+    picpac.write_arrays(db, np.arange(5 * 12, dtype=np.uint8).reshape(5, 4, 3), labels=range(5), sync=False)
+    data = db.read_bytes()
+    assert compact(db, sync=False).output is None and db.read_bytes() == data
+    with picpac.Writer(db, append=True, sync=False) as writer:
+        writer.append(image=np.full((4, 3), 7, np.uint8), label=5)
+    compact(db, sync=False)
+    with picpac.Reader(db) as reader:
+        assert reader.stride == reader.index["size"][0] and reader.labels.tolist() == list(range(6))
+        assert reader.index["offset"].tolist() == [HEADER_SIZE + i * reader.stride for i in range(6)]
 
 
 def test_compact_to_output_leaves_the_source_and_refuses_an_existing_output(tmp_path):
