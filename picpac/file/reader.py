@@ -266,21 +266,23 @@ class Reader(BaseReader):
         """Map the file (as ``_bytes``, uint8; the mapping holds no descriptor) and load its newest commit:
         ``(size, header state)``.
 
-        A Writer appending meanwhile grows the file and then writes a header slot; a size taken before
-        that slot, or a slot read while it is being written, would make a sound file look damaged. So
-        when what was read fails and the file has changed since, it is read again.
+        A Writer appending meanwhile grows the file and then writes a header slot, so the header is read
+        before the size. A slot read while it is being written would make a sound file look damaged: when
+        what was read fails and the file has changed since, it is read again.
         """
+        if stat.S_ISDIR(os.fstat(fd).st_mode):
+            raise FormatError(f"{self.path}: is a directory, not a picpac database")
         for attempt in range(_OPEN_ATTEMPTS):
+            # the header before the size: a slot is written after the commit it names, so that commit lies
+            # within a size taken later (the other order races every commit)
+            header = os.pread(fd, HEADER_SIZE, 0)
             st = os.fstat(fd)
-            if stat.S_ISDIR(st.st_mode):
-                raise FormatError(f"{self.path}: is a directory, not a picpac database")
             if st.st_size == 0:
                 raise FormatError(f"{self.path}: empty file, not a picpac database")
             try:
                 data = map_file(fd, st.st_size)
             except OSError as exc:
                 raise FormatError(f"{self.path}: cannot map: {exc}") from None
-            header = bytes(data[:HEADER_SIZE])
             try:
                 state = read_header(header, st.st_size, self.path)
                 self.metadata, self.index = read_commit(data, st.st_size, state.current, self.path)
