@@ -25,6 +25,9 @@ SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 # A run under nohup inherits SIGHUP ignored, and every child with it: the signal tests (SIGHUP stops a command
 # and cleans up) need the default disposition that a shell gives.
 signal.signal(signal.SIGHUP, signal.SIG_DFL)
+# A run in the background of a shell script (`pytest &`) inherits SIGINT ignored, and so would every command it
+# starts: the Ctrl-C tests need it handled, as Python handles it by default.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def run_console(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
