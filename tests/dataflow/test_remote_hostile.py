@@ -7,7 +7,6 @@ import os
 import pickle
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -96,17 +95,11 @@ class RunsCode:
         return os.system, (f"touch {self.marker}",)
 
 
-def raw_sender(tmp_path: Path, addr: str, messages: list[list[bytes]] | None) -> subprocess.Popen:
-    """The sender of ``messages`` (None: those written by :func:`write_messages` already)."""
-    if messages is not None:
-        write_messages(tmp_path, messages)
+def raw_sender(tmp_path: Path, addr: str, messages: list[list[bytes]]) -> subprocess.Popen:
+    (tmp_path / "messages.pickle").write_bytes(pickle.dumps(messages))
     (tmp_path / "raw_sender.py").write_text(RAW_SENDER)
     return subprocess.Popen([sys.executable, str(tmp_path / "raw_sender.py"), addr, str(tmp_path / "messages.pickle")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-
-def write_messages(tmp_path: Path, messages: list[list[bytes]]) -> None:
-    (tmp_path / "messages.pickle").write_bytes(pickle.dumps(messages))
 
 
 def finish(proc: subprocess.Popen, timeout: float = 30) -> str:
@@ -176,29 +169,48 @@ def test_messages_over_max_message_bytes_are_never_delivered(tmp_path):
         proc.communicate()
 
 
-def rss() -> int:
-    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+# A receiver in a fresh interpreter that does not read for a while, then reads 100 messages: its RSS is this test's
+# alone, and malloc's fixed mmap threshold (the environment) gives freed buffers back at once, so that the growth
+# is what the receiver holds, not what earlier allocations left in the heap.
+IDLE_RECEIVER = """
+import json, os, sys, time
+from picpac.dataflow import RemoteDataZMQ
+
+def rss():
+    return int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+mib = 1 << 20
+with RemoteDataZMQ("tcp://127.0.0.1:*", hwm=3, timeout=20, max_queued_bytes=3 * (mib + 4096)) as r:
+    r.reset_state()
+    before = rss()
+    print(r.addresses[0], flush=True)
+    sys.stdin.readline()  # the sender has started
+    time.sleep(2)
+    grown = rss() - before
+    it = iter(r)
+    got = [int(next(it)[1]) for _ in range(100)]  # reading lets the sender go on, to the end
+    print(json.dumps({"grown": grown, "got": got, "rejected": r.rejected}), flush=True)
+"""
 
 
 def test_an_idle_receiver_holds_a_bounded_number_of_bytes(tmp_path):
     """A sender pushing 100 MiB at a receiver that does not read: the receiver queues at most
     max_queued_bytes (hwm messages of max_queued_bytes // hwm), however much the sender has."""
     mib = 1 << 20
-    flow = [[np.full(mib, i % 251, np.uint8), i] for i in range(100)]
-    # written before the count starts: the 100 MiB copy is the test's, and freed memory may stay in the heap
-    # (a test before this one may have raised malloc's mmap threshold, as TensorFlow does)
-    write_messages(tmp_path, [[bytes(f) for f in codec.encode(dp, "arrays")] for dp in flow])
-    with RemoteDataZMQ("tcp://127.0.0.1:*", hwm=3, timeout=20, max_queued_bytes=3 * (mib + 4096)) as r:
-        r.reset_state()
-        before = rss()
-        proc = raw_sender(tmp_path, r.addresses[0], None)
-        time.sleep(2)
-        grown = rss() - before
-        it = iter(r)
-        got = [next(it) for _ in range(100)]  # reading lets the sender go on, to the end
-        finish(proc)
-    assert grown < 16 * mib, f"an idle receiver grew by {grown / mib:.0f} MiB"
-    assert [dp[1] for dp in got] == list(range(100)) and r.rejected == 0
+    messages = [[bytes(f) for f in codec.encode([np.full(mib, i % 251, np.uint8), i], "arrays")] for i in range(100)]
+    receiver = subprocess.Popen([sys.executable, "-c", IDLE_RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                text=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)})
+    try:
+        sender = raw_sender(tmp_path, receiver.stdout.readline().strip(), messages)
+        receiver.stdin.write("go\n")
+        receiver.stdin.flush()
+        report = json.loads(receiver.stdout.readline())
+        finish(sender)
+    finally:
+        receiver.kill()
+        receiver.wait()
+    assert report["grown"] < 16 * mib, f"an idle receiver grew by {report['grown'] / mib:.0f} MiB"
+    assert report["got"] == list(range(100)) and report["rejected"] == 0
 
 
 def test_the_default_sender_sends_arrays_and_says_how_to_send_anything_else(tmp_path):
