@@ -161,7 +161,10 @@ def _columns(src: str, first: int, header: list[str] | None, width: int, label_c
                           f"(file<TAB>label<TAB>class_name), or pick the columns with --label-column N "
                           "(label_column=) and --class-name-column N (class_name_column=)")
     if label_at == name_at:
-        name_at = None
+        if class_name_column is not None:
+            raise SourceError(f"{src}: the label and class-name columns are the same column ({label_at + 1}); pick "
+                              "two columns, or leave out --class-name-column to read the names as the labels")
+        name_at = None  # the header's class-name column picked as the label: the names are the labels
     for what, at in (("label", label_at), ("class name", name_at)):
         if at == path_at:
             raise SourceError(f"{src}: the {what} column ({at + 1}) is the image path column; pick another with "

@@ -121,6 +121,16 @@ def test_column_options_name_header_columns(tmp_path):
     with pytest.raises(SourceError, match=re.escape(f"{src}: label column 4 (--label-column) is not one of the "
                                                     "columns 1-3")):
         scan(src, label_column="4")
+    with pytest.raises(SourceError, match=re.escape(f"{src}: the label and class-name columns are the same column "
+                                                    "(3)")):
+        scan(src, label_column="word", class_name_column="3")
+
+
+def test_the_headers_class_name_column_picked_as_the_label_gives_names_as_labels(tmp_path):
+    src = tmp_path / "list.txt"
+    src.write_text("file\tclass_index\tclass_name\na.jpg\t4\ttench\nb.jpg\t0\thammerhead\n")
+    found = scan(src, label_column="class_name")
+    assert labelled(found) == [("a.jpg", 1.0), ("b.jpg", 0.0)] and found.classes == ["hammerhead", "tench"]
 
 
 def test_a_line_with_another_column_count_is_named(tmp_path):
