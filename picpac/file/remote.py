@@ -43,8 +43,11 @@ REMOTE_TIMEOUT, MAX_TIMEOUT = 30.0, 86400.0
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*://")
 CACHE_FOLDER = re.compile(r"[0-9a-f]{32}")
 """The names of the block cache's folders (one per remote file and commit)."""
-CACHE_FILE = re.compile(r"index|b[0-9]+")
-"""The names of the files the block cache evicts (in its folders)."""
+CACHE_FILE = re.compile(r"(?:index|b[0-9]+)(?:\.([0-9]+)-[0-9]+\.tmp)?")
+"""The names of the files the block cache counts and evicts (in its folders): blocks, and the temp files
+they are written to (``b12.<pid>-<thread>.tmp``; group 1 is the writer's pid)."""
+STALE_TEMP = 600.0
+"""Seconds after which a temp file of the cache is left over (its writer was killed mid-write), whoever wrote it."""
 CACHE_MARK = ".picpac-block-cache"
 """The empty file that marks a folder as the block cache's own."""
 
@@ -257,9 +260,10 @@ class BlockCache:
     """Blocks of remote files kept as files under ``root`` (a folder per file and commit), at most about
     ``limit`` bytes in all: the least recently used go first. Files are written to a temp name and renamed,
     so a reader never sees half a block; threads and processes may share one root. Only what the cache
-    wrote is counted or evicted: files named as blocks (:data:`CACHE_FILE`) in folders named as its own
-    (:data:`CACHE_FOLDER`) that hold its :data:`CACHE_MARK`, so a ``root`` that holds other files (a user's
-    folder given as ``cache_dir``) keeps them all."""
+    wrote is counted or evicted: files named as blocks or their temp files (:data:`CACHE_FILE`) in folders
+    named as its own (:data:`CACHE_FOLDER`) that hold its :data:`CACHE_MARK`, so a ``root`` that holds other
+    files (a user's folder given as ``cache_dir``) keeps them all. A temp file is counted while it may be
+    being written, and removed once its writer's process is gone or it is :data:`STALE_TEMP` seconds old."""
 
     _shared: dict[tuple[str, int, int], BlockCache] = {}
     _shared_lock = threading.Lock()
@@ -320,19 +324,24 @@ class BlockCache:
             pass
 
     def _evict(self) -> None:
-        files = []
+        files, total, now = [], 0, time.time()
         for folder in os.scandir(self.root):
             if CACHE_FOLDER.fullmatch(folder.name) and folder.is_dir(follow_symlinks=False) \
                     and os.path.isfile(os.path.join(folder.path, CACHE_MARK)):
                 for entry in os.scandir(folder.path):
-                    if not CACHE_FILE.fullmatch(entry.name) or not entry.is_file(follow_symlinks=False):
+                    name = CACHE_FILE.fullmatch(entry.name)
+                    if not name or not entry.is_file(follow_symlinks=False):
                         continue
                     try:
                         st = entry.stat(follow_symlinks=False)
                     except FileNotFoundError:
                         continue
-                    files.append((st.st_mtime, st.st_size, entry.path))
-        total = sum(size for _, size, _ in files)
+                    if name[1] is None:
+                        files.append((st.st_mtime, st.st_size, entry.path))
+                    elif now - st.st_mtime > STALE_TEMP or not _alive(int(name[1])):
+                        self.drop(entry.path)  # left by a writer killed mid-write
+                        continue
+                    total += st.st_size  # a block, or one being written (not evicted: its writer renames it)
         if total > self.limit:
             files.sort()
             for _, size, path in files:
@@ -347,6 +356,20 @@ class BlockCache:
         with self._lock:
             self._evict()
             return self._counted or 0
+
+
+def _alive(pid: int) -> bool:
+    """Whether process ``pid`` runs (here: a cache shared by hosts or pid namespaces may lose a temp file being
+    written elsewhere, which costs that writer its store, not its read)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # another user's
+    except (OSError, OverflowError):
+        return False
+    return True
 
 
 def _own_folder(folder: str) -> None:

@@ -171,3 +171,24 @@ def test_a_remote_index_names_shards_on_its_own_server_only(http_server, tmp_pat
             read_index(f"{base}/ds/bad.shards", options(tmp_path))  # refused before any shard is opened
     with pytest.raises(PicPacValueError, match="is not on the index's own server"):
         open_database(f"{base}/ds/bad.shards", remote=options(tmp_path))
+
+
+def test_temp_blocks_left_by_a_killed_writer_are_counted_and_removed_once_stale(http_server, tmp_path):
+    local = write(tmp_path / "www" / "a.picpac", n=10, size=20_000)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a process killed mid-write: its pid is gone
+    with RemoteReader(f"{http_server()}/a.picpac", options=options(tmp_path)) as remote:
+        assert bytes(remote[0]["image"]) == bytes(local[0]["image"])
+        stored = remote.cache_usage()
+        folder = remote._folder
+        temps = {"b1.%d-7.tmp" % dead.pid: 100_000,  # its writer died: removed
+                 "b2.%d-7.tmp" % os.getpid(): 200_000,  # a live pid, but untouched for an hour: removed
+                 "b3.%d-7.tmp" % os.getpid(): 300_000,  # being written now: kept, and counted
+                 "index.%d-8.tmp" % dead.pid: 400_000}
+        for name, size in temps.items():
+            with open(os.path.join(folder, name), "wb") as f:
+                f.truncate(size)
+        hour_ago = os.path.getmtime(os.path.join(folder, "b0")) - 3600
+        os.utime(os.path.join(folder, "b2.%d-7.tmp" % os.getpid()), (hour_ago, hour_ago))
+        assert remote.cache_usage() == stored + 300_000
+        assert sorted(n for n in os.listdir(folder) if n.endswith(".tmp")) == ["b3.%d-7.tmp" % os.getpid()]
