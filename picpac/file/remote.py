@@ -428,7 +428,7 @@ class RemoteReader(BaseReader):
         self._inflight: dict[int, Future] = {}
         self._pool: ThreadPoolExecutor | None = None
         self._cache = BlockCache.shared(self.options.cache_dir, self.options.cache_limit)
-        self._stalled: tuple[float, str] | None = None  # (until when, why): reads fail at once
+        self._stalled: tuple[float, str, RemoteTimeoutError] | None = None  # (when, bytes, error): see _range
 
     def _filesystem(self) -> Any:
         """The filesystem, reconnected first in a forked child (callers that take the lock call this first)."""
@@ -456,15 +456,20 @@ class RemoteReader(BaseReader):
             if len(data) != stop - start:
                 raise OSError(f"asked for bytes {start}-{stop}, got {len(data)} bytes")
             return data
-        stalled = self._stalled
-        if stalled is not None and time.monotonic() < stalled[0]:
-            raise RemoteTimeoutError(stalled[1])
+        stalled, timeout = self._stalled, self.options.timeout
+        if stalled is not None and time.monotonic() < stalled[0] + timeout:
+            since, where, exc = stalled
+            raise RemoteTimeoutError(
+                f"{self.path}: reading bytes {start}-{stop} was not attempted: the server stalled on every attempt "
+                f"({self.options.retries + 1}) of reading bytes {where} {time.monotonic() - since:.1f} s ago "
+                f"({exc.__cause__}), and reads fail at once for {timeout:g} s after that; check the network and "
+                "the server, or allow more time (timeout) or more retries (remote_retries)") from exc
         try:
             return retrying(f"reading bytes {start}-{stop}", self.path, self.options, call)
         except RemoteTimeoutError as exc:
             # the server stalled on every attempt: the reads queued behind this one fail at once for a while
             # instead of each waiting as long, so a worker's batch of them is not taken for a stuck worker
-            self._stalled = time.monotonic() + self.options.timeout, str(exc)
+            self._stalled = time.monotonic(), f"{start}-{stop}", exc
             raise
 
     def _read_index(self, commit: Any, size: int) -> tuple[dict, np.ndarray]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import subprocess
 import sys
 import time
@@ -155,10 +156,20 @@ def test_a_trickling_server_fails_the_read_within_the_timeout(trickle, s3_server
     assert "no complete answer within 2 s (timeout=2)" in message and "allow more time (timeout)" in message
     assert isinstance(info.value, RemoteReadError) and isinstance(info.value, TimeoutError)
     assert 4 <= took < 4 + 3  # two attempts of 2 s, a 10 ms wait between them
+    stalled = re.match(rf"{re.escape(url)}: reading bytes (\d+-\d+) failed", message)[1]
+    offset, size = remote._offsets.item(3), remote._sizes.item(3)
+    block = next(b for b in remote._blocks(offset, size) if not os.path.exists(remote._block_path(b)))
+    wanted = f"{block * BLOCK}-{min((block + 1) * BLOCK, os.path.getsize(tmp_path / 'www' / 'a.picpac'))}"
+    assert wanted != stalled
     start = time.monotonic()  # for timeout seconds, the reads behind it fail at once (another block here)
-    with pytest.raises(RemoteTimeoutError, match="no complete answer within 2 s"):
+    with pytest.raises(RemoteTimeoutError) as fast:
         remote[3]
     assert time.monotonic() - start < 0.5
+    message = str(fast.value)
+    assert message.startswith(f"{url}: reading bytes {wanted} was not attempted: the server stalled on every "
+                              f"attempt (2) of reading bytes {stalled} "), message
+    assert "no complete answer within 2 s (timeout=2)" in message and "allow more time (timeout)" in message
+    assert fast.value.__cause__ is info.value
     slow.unlink()
     time.sleep(2)
     assert bytes(remote[3]["image"]) == bytes(local[3]["image"])  # then the server is asked again
