@@ -198,17 +198,27 @@ def test_an_idle_receiver_holds_a_bounded_number_of_bytes(tmp_path):
     max_queued_bytes (hwm messages of max_queued_bytes // hwm), however much the sender has."""
     mib = 1 << 20
     messages = [[bytes(f) for f in codec.encode([np.full(mib, i % 251, np.uint8), i], "arrays")] for i in range(100)]
-    receiver = subprocess.Popen([sys.executable, "-c", IDLE_RECEIVER], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                text=True, env={**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)})
+    errors = tmp_path / "receiver.err"
+    sender = None
+    with open(errors, "w") as stderr:
+        receiver = subprocess.Popen([sys.executable, "-c", IDLE_RECEIVER], stdin=subprocess.PIPE,
+                                    stdout=subprocess.PIPE, stderr=stderr, text=True,
+                                    env={**os.environ, "MALLOC_MMAP_THRESHOLD_": str(128 * 1024)})
     try:
-        sender = raw_sender(tmp_path, receiver.stdout.readline().strip(), messages)
+        address = receiver.stdout.readline().strip()
+        assert address, f"the receiver ended before it listened: {errors.read_text()[-2000:]}"
+        sender = raw_sender(tmp_path, address, messages)
         receiver.stdin.write("go\n")
         receiver.stdin.flush()
-        report = json.loads(receiver.stdout.readline())
+        line = receiver.stdout.readline()
+        assert line, f"the receiver ended without its report: {errors.read_text()[-2000:]}"
+        report = json.loads(line)
         finish(sender)
-    finally:
-        receiver.kill()
-        receiver.wait()
+    finally:  # a sender left behind blocks for ever holding its 100 MiB
+        for proc in (sender, receiver):
+            if proc is not None:
+                proc.kill()
+                proc.wait()
     assert report["grown"] < 16 * mib, f"an idle receiver grew by {report['grown'] / mib:.0f} MiB"
     assert report["got"] == list(range(100)) and report["rejected"] == 0
 
