@@ -9,9 +9,10 @@ Work that holds the GIL (user Python code) needs processes instead: see ``proces
 from __future__ import annotations
 
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from itertools import islice
 from typing import Any, Generic, TypeVar
 
@@ -35,15 +36,47 @@ class Outcome(Generic[R]):
         return self.value
 
 
-def _run_chunk(work: Callable[[T], R], chunk: list[T], where: list[str]) -> list[Outcome[R]]:
-    where.append(threading.current_thread().name)  # named if it is late
+class _Chunk:
+    """Items handed to a thread at once, their future, and the chunk's progress: the thread that runs it
+    and when it last began an item (``time.monotonic()``), so that a slow chunk is told from a stuck item."""
+
+    __slots__ = ("items", "future", "thread", "moved")
+
+    def __init__(self, items: list) -> None:
+        self.items, self.future, self.thread, self.moved = items, None, None, 0.0
+
+
+def _run_chunk(work: Callable[[T], R], chunk: _Chunk) -> list[Outcome[R]]:
+    chunk.thread = threading.current_thread().name  # named if it is late
     outcomes = []
-    for item in chunk:
+    for item in chunk.items:
+        chunk.moved = time.monotonic()
         try:
             outcomes.append(Outcome(work(item)))
         except Exception as exc:  # handed to the consumer, who decides
             outcomes.append(Outcome(error=exc))
     return outcomes
+
+
+def _next_done(watched: list[_Chunk], timeout: float | None, name: str) -> int:
+    """The index in ``watched`` of a chunk that is done, waiting for one; a WorkerTimeoutError naming the
+    thread when a chunk's item has run for ``timeout`` seconds of this wait (a chunk not started yet is
+    judged by the wait alone)."""
+    since = time.monotonic()
+    while True:
+        done = next((k for k, c in enumerate(watched) if c.future.done()), None)
+        if done is not None:
+            return done
+        wait_for = None
+        if timeout is not None:
+            started = [c for c in watched if c.thread is not None]
+            oldest = min(started, key=lambda c: c.moved, default=None)
+            wait_for = max(since, oldest.moved if oldest else since) + timeout - time.monotonic()
+            if wait_for <= 0:
+                who = f"thread {oldest.thread}" if oldest else f"the {name} threads (each one busy)"
+                raise WorkerTimeoutError(f"{who} gave no result for {timeout:g} s (timeout={timeout:g}): its work is "
+                                         "stuck (a native call, a dead mount); raise timeout if it is this slow")
+        wait([c.future for c in watched], wait_for, return_when=FIRST_COMPLETED)
 
 
 def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window: int, chunk: int = 1,
@@ -56,8 +89,9 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
     what is queued and joins the threads; a running chunk finishes first. ``ordered=False`` yields
     each chunk as soon as it is done instead (completion order, the same window). Items are taken
     from ``items`` lazily, in the consumer's thread, only when a chunk is submitted. With ``timeout``
-    (seconds) a wait for the next chunk that lasts longer is a :class:`WorkerTimeoutError` naming the
-    thread; a thread cannot be stopped, so the pool is shut down without waiting for it (the other
+    (seconds) an item that has run that long while the consumer waits for its chunk (or, unordered, for
+    any chunk) is a :class:`WorkerTimeoutError` naming the thread: the bound is per item, a chunk of slow
+    items that each take less is not late. A thread cannot be stopped, so the pool is shut down without waiting for it (the other
     threads end with the chunks they run, the stuck one when its call returns).
     """
     if threads < 1 or window < 1 or chunk < 1:
@@ -67,27 +101,22 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
     pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
     stuck = False
 
-    def submit(c: list[T]) -> tuple[list[T], Future, list[str]]:
-        where: list[str] = []
-        return c, pool.submit(_run_chunk, work, c, where), where
+    def submit(part: list[T]) -> _Chunk:
+        c = _Chunk(part)
+        c.future = pool.submit(_run_chunk, work, c)
+        return c
 
     try:
         pending = deque(submit(c) for c in islice(chunks, max(1, window // chunk)))
         while pending:
-            if ordered:
-                k, late = 0, timeout is not None and not wait([pending[0][1]], timeout).done
-            else:
-                wait([f for _, f, _ in pending], timeout, return_when=FIRST_COMPLETED)
-                first = next((k for k, (_, f, _) in enumerate(pending) if f.done()), None)
-                k, late = first or 0, first is None
-            items_done, future, where = pending[k]
-            if late:
+            try:
+                k = _next_done([pending[0]] if ordered else list(pending), timeout, name)
+            except WorkerTimeoutError:
                 stuck = True
-                who = f"thread {where[0]}" if where else f"the {name} threads (each one busy)"
-                raise WorkerTimeoutError(f"{who} gave no result for {timeout:g} s (timeout={timeout:g}): its work is "
-                                         "stuck (a native call, a dead mount); raise timeout if it is this slow")
+                raise
+            done = pending[k]
             del pending[k]
-            yield from zip(items_done, future.result())
+            yield from zip(done.items, done.future.result())
             # a new chunk starts only once this one is consumed, so the window bounds what is ahead
             for nxt in islice(chunks, 1):
                 pending.append(submit(nxt))

@@ -87,3 +87,36 @@ def test_a_stuck_thread_is_a_timeout_error_naming_it(ordered):
     while engine_threads() and time.monotonic() < deadline:
         time.sleep(0.01)
     assert engine_threads() == 0
+
+
+@pytest.mark.parametrize("ordered", [True, False])
+def test_the_timeout_bounds_one_item_not_a_chunk(ordered):
+    """A chunk of 8 items of 0.2 s each takes 1.6 s: with timeout=1 every item moves in time, so nothing
+    is late; an item stuck in the middle of a chunk is still named within the timeout of the last item
+    done."""
+    from picpac.errors import WorkerTimeoutError
+
+    def paced(i: int) -> int:
+        time.sleep(0.2)
+        return i
+    got = [(i, o.get()) for i, o in ordered_map(paced, range(16), 2, 16, 8, "flowtest", ordered=ordered, timeout=1)]
+    assert sorted(got) == [(i, i) for i in range(16)] and (got == sorted(got) if ordered else True)
+    assert engine_threads() == 0
+    release = threading.Event()
+
+    def stuck_at_3(i: int) -> int:
+        if i == 3:
+            release.wait(30)
+        time.sleep(0.2)
+        return i
+    start = time.monotonic()
+    try:
+        with pytest.raises(WorkerTimeoutError, match=r"^thread flowtest_0 gave no result for 1 s \(timeout=1\)"):
+            list(ordered_map(stuck_at_3, range(8), 2, 8, 8, "flowtest", ordered=ordered, timeout=1))
+        assert time.monotonic() - start < 3 * 0.2 + 1 + 1.0  # items 0-2, then the timeout
+    finally:
+        release.set()
+    deadline = time.monotonic() + 5
+    while engine_threads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert engine_threads() == 0
