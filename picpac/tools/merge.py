@@ -46,7 +46,7 @@ class MergeReport:
     classes: list[str] = field(default_factory=list)
     """The output's class names ([] when it has none)."""
     remapped: list[str] = field(default_factory=list)
-    """Sources whose class ids were changed to those of the union class table."""
+    """Sources some of whose class ids were changed to others of the union class table."""
     relabeled: bool = False
     annotations: bool = False
     """The class names name the annotation shapes' labels and mask values (those were remapped), not the labels."""
@@ -114,6 +114,11 @@ class _Remap:
     names. Ids past its end are kept."""
     union: list[str]
 
+    @property
+    def moves(self) -> bool:
+        """Whether an id of the source becomes another id (not only unnamed ones refused)."""
+        return bool(((self.lookup >= 0) & (self.lookup != np.arange(len(self.lookup)))).any())
+
     def ids(self, values: np.ndarray) -> np.ndarray:
         """The output ids of the non-negative int64 ``values``."""
         return np.where(values < len(self.lookup), self.lookup[np.minimum(values, len(self.lookup) - 1)], values)
@@ -151,18 +156,12 @@ def _reconcile(readers: Sequence[Reader]) -> tuple[list[str], list[_Remap | None
     union = list(tables[0])  # the first source's ids (its gaps too) stay; each new name is appended
     known = set(union)
     for table in tables[1:]:
-        if not _agrees(table, union):
-            for name in table:
-                if name and name not in known:
-                    known.add(name)
-                    union.append(name)
+        for name in table:
+            if name and name not in known:
+                known.add(name)
+                union.append(name)
     remaps = [_remap(reader, table, union, what) for reader, table in zip(readers, tables)]
     return union, remaps, what
-
-
-def _agrees(table: list[str], union: list[str]) -> bool:
-    """Whether every id ``table`` names has that name in ``union``: its ids stay as they are."""
-    return all(i < len(union) and union[i] == name for i, name in enumerate(table) if name)
 
 
 def _check_unambiguous(reader: Reader, table: list[str], union: list[str]) -> None:
@@ -178,8 +177,9 @@ def _check_unambiguous(reader: Reader, table: list[str], union: list[str]) -> No
 
 
 def _remap(reader: Reader, table: list[str], union: list[str], what: str) -> _Remap | None:
-    """How ``reader``'s ids become ids of ``union``, matched by name; None when they stay. Labels that are
-    class ids are checked here, before anything is written; annotations as they are copied."""
+    """How ``reader``'s ids become ids of ``union``, matched by name; None when every id stays and none that it
+    leaves unnamed is named in ``union`` (else each record must be checked). Labels that are class ids are
+    checked here, before anything is written; annotations as they are copied."""
     if what == "labels":
         labels = reader.labels
         valid = (labels >= 0) & (labels < len(table)) & (labels == np.floor(labels))
@@ -188,9 +188,6 @@ def _remap(reader: Reader, table: list[str], union: list[str], what: str) -> _Re
             raise PicPacValueError(f"{reader.path}: record {bad} has label {labels.item(bad)!r}, which is not the id "
                                    f"of one of its {len(table)} class names, so it cannot be matched to a class; pass "
                                    "--relabel-by-source (relabel_by_source=True) to label records by their source")
-    if _agrees(table, union):
-        return None
-    _check_unambiguous(reader, table, union)
     first: dict[str, int] = {}
     for i, name in enumerate(union):
         if name:
@@ -199,12 +196,15 @@ def _remap(reader: Reader, table: list[str], union: list[str], what: str) -> _Re
     for i in range(len(lookup)):
         name = table[i] if i < len(table) else ""
         if name:
-            lookup[i] = first[name]
+            if not (i < len(union) and union[i] == name):  # an id named as the union names it stays
+                lookup[i] = first[name]
         elif i < len(union) and union[i]:
             lookup[i] = -1
-    if np.array_equal(lookup, np.arange(len(lookup))):
-        return None
     remap = _Remap(reader, lookup, union)
+    if remap.moves:
+        _check_unambiguous(reader, table, union)  # ids matched by name: a name must tell one id
+    elif not (lookup < 0).any():
+        return None
     if what == "labels":
         mapped = remap.ids(reader.labels.astype(np.int64))
         if (mapped < 0).any():
@@ -263,7 +263,7 @@ def merge(sources: Sequence[str | os.PathLike], output: str | os.PathLike, *, re
         else:
             classes, remaps, what = _reconcile(readers)
         report = MergeReport(output, paths, counts, classes, relabeled=relabel_by_source,
-                             remapped=[p for p, remap in zip(paths, remaps) if remap is not None],
+                             remapped=[p for p, remap in zip(paths, remaps) if remap is not None and remap.moves],
                              annotations=what == "annotations")
         metadata = _metadata(readers, classes, counts, relabel_by_source)
         bar = progress(sum(counts)) if progress is not None else None

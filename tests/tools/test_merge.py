@@ -108,6 +108,19 @@ def test_a_source_without_class_names_among_named_ones_is_refused(tmp_path):
     assert report.summary().endswith("; labels are source indices 0..1 (classes a.picpac, b.picpac)")
 
 
+def test_a_label_its_source_leaves_unnamed_is_refused_when_no_id_moves(tmp_path):
+    e = write_db(tmp_path / "e.picpac", 2, classes=["cat", "dog"])
+    f = write_db(tmp_path / "f.picpac", 3, classes=["cat", ""], labels=[0, 1, 0])  # 1 is unnamed in f, 'dog' in e
+    with pytest.raises(PicPacValueError, match=rf"^{f}: record 1 has label 1, which its classes leave unnamed while "
+                                               "the merged table names it 'dog', so it cannot be matched to a class"):
+        merge([e, f], tmp_path / "out.picpac")
+    assert not (tmp_path / "out.picpac").exists() and no_temps(tmp_path)
+    f = write_db(tmp_path / "g.picpac", 3, classes=["cat", ""], labels=[0, 0, 0])
+    report = merge([e, f], tmp_path / "out.picpac", sync=False)
+    assert report.remapped == [] and report.summary().endswith("; 2 classes")
+    assert contents(tmp_path / "out.picpac") == contents(e) + contents(f)
+
+
 def test_relabel_by_source_labels_each_record_with_its_source(tmp_path):
     dbs = [make_db(tmp_path / f"{i}" / "db.picpac", n) for i, n in enumerate((2, 3, 1)) if
            (tmp_path / f"{i}").mkdir() is None]

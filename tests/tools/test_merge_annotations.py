@@ -216,3 +216,28 @@ def test_ids_past_every_table_are_kept(tmp_path):
     merge([a, b], tmp_path / "out.picpac", sync=False)
     with picpac.Reader(tmp_path / "out.picpac") as out:
         assert [s["label"] for s in shapes(out[0])] == [10**30, 0]  # unnamed in b and in the output: kept
+
+
+def test_an_unnamed_id_is_refused_when_no_id_of_its_source_moves(tmp_path):
+    # b names only cat, at a's id: no id of b moves, yet its ids 1 and 2 are unnamed; the output names 2 'dog'
+    a = annotated(tmp_path / "a.picpac", ["cat", "", "dog"], [])
+    rect = {**B_SHAPES[0], "label": 2}
+    for records, what in (([{"annotation": json.dumps({"shapes": [{**rect, "label": 0}, rect]})}],
+                           "annotation shape 1 (rect) label 2"),
+                          ([{"mask": png(np.array([[0, 1, 2]], np.uint8))}], "'mask' value 2")):
+        b = annotated(tmp_path / "b.picpac", ["cat"], records)
+        with pytest.raises(PicPacValueError, match=re.escape(
+                f"{b}: record 0 has {what}, which its classes leave unnamed while the merged table names it 'dog'")):
+            merge([a, b], tmp_path / "out.picpac")
+        assert not (tmp_path / "out.picpac").exists()
+        b.unlink()
+    # ids it leaves unnamed that the output leaves unnamed too are kept: nothing moves, b is not remapped
+    kept = [{"annotation": json.dumps({"shapes": [{**rect, "label": 0}, {**rect, "label": 1}]})},
+            {"mask": png(np.array([[0, 1, 7]], np.uint8))}]
+    b = annotated(tmp_path / "b.picpac", ["cat"], kept)
+    report = merge([a, b], tmp_path / "out.picpac", sync=False)
+    assert report.classes == ["cat", "", "dog"] and report.remapped == [] and (report.shapes, report.masks) == (0, 0)
+    assert report.summary().endswith("; 3 classes")
+    with picpac.Reader(tmp_path / "out.picpac") as out:
+        assert bytes(out[0]["annotation"]) == kept[0]["annotation"].encode()
+        assert bytes(out[1]["mask"]) == kept[1]["mask"]
