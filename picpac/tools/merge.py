@@ -113,6 +113,8 @@ class _Remap:
     """int64: the output id of each of the source's ids; -1 for an id the source leaves unnamed that the output
     names. Ids past its end are kept."""
     union: list[str]
+    tables: dict[str, np.ndarray] = field(default_factory=dict)
+    """:meth:`table` per mask dtype, built once."""
 
     @property
     def moves(self) -> bool:
@@ -122,6 +124,13 @@ class _Remap:
     def ids(self, values: np.ndarray) -> np.ndarray:
         """The output ids of the non-negative int64 ``values``."""
         return np.where(values < len(self.lookup), self.lookup[np.minimum(values, len(self.lookup) - 1)], values)
+
+    def table(self, dtype: np.dtype) -> np.ndarray:
+        """The output id of every value of the unsigned integer ``dtype`` (a mask's), indexed by the value."""
+        key = np.dtype(dtype).str
+        if key not in self.tables:
+            self.tables[key] = self.ids(np.arange(np.iinfo(dtype).max + 1, dtype=np.int64))
+        return self.tables[key]
 
     def id(self, value: int) -> int:
         """The output id of the non-negative id ``value`` (of any size)."""
@@ -346,15 +355,16 @@ def _remap_mask(remap: _Remap, i: int, name: str, data: Any, max_pixels: int | N
         what = f"{mask.shape[2]} channels" if mask.ndim == 3 else f"{mask.dtype} pixels"
         raise PicPacValueError(f"{path}: record {i} has a {name!r} of {what}; class masks have one channel of 8- or "
                                "16-bit class ids, so its values cannot be remapped; re-import it with such masks")
-    values = np.unique(mask).astype(np.int64)
-    new = remap.ids(values)
-    if (new < 0).any():
-        raise remap.unnamed(f"record {i} has {name!r} value", int(values[new < 0][0]))
-    if np.array_equal(new, values):
+    new = remap.table(mask.dtype)[mask]
+    unnamed = new < 0
+    if unnamed.any():
+        raise remap.unnamed(f"record {i} has {name!r} value", int(mask[unnamed].min()))
+    if np.array_equal(new, mask):
         return data
-    if new.max() > np.iinfo(np.uint16).max:
+    top = int(new.max())
+    if top > np.iinfo(np.uint16).max:
         raise PicPacValueError(f"{path}: record {i} has {name!r} values whose merged ids pass {np.iinfo(np.uint16).max}"
                                ", more than a 16-bit mask holds; merge fewer classes")
-    dtype = mask.dtype if new.max() <= np.iinfo(mask.dtype).max else np.uint16
+    dtype = mask.dtype if top <= np.iinfo(mask.dtype).max else np.uint16
     report.masks += 1
-    return image.encode(new[np.searchsorted(values, mask)].astype(dtype), ".png", lossless=True)
+    return image.encode(new.astype(dtype), ".png", lossless=True)
