@@ -138,7 +138,11 @@ def remote_text(url: str, options: RemoteOptions, limit: int = 2**24) -> str:
             size = bounded(fs, options.timeout, "info", path).get("size")
         except FileNotFoundError:
             raise MissingPathError(f"{url}: no such remote file") from None
-        size = limit if size is None else size  # a server that does not say: read no more than the limit
+        if size is None:  # a server that does not say: one byte past the limit tells a larger file from one that fits
+            data = fetch_range(fs, path, 0, limit + 1, options.timeout)
+            if len(data) > limit:
+                raise PicPacValueError(f"{url}: more than {limit} bytes, too large for a shard index (at most {limit})")
+            return data
         if size > limit:
             raise PicPacValueError(f"{url}: {size} bytes, too large for a shard index (at most {limit})")
         return fetch_range(fs, path, 0, size, options.timeout)

@@ -39,7 +39,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         path = self._file()
         if path:
             self.send_response(200)
-            self.send_header("Content-Length", str(os.path.getsize(path)))
+            if mode != "unsized":
+                self.send_header("Content-Length", str(os.path.getsize(path)))
             self.end_headers()
 
     def do_GET(self):
@@ -49,7 +50,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
         size = os.path.getsize(path)
         wanted = re.fullmatch(r"bytes=(\d+)-(\d+)", self.headers.get("Range", ""))
         start, stop = (int(wanted[1]), min(int(wanted[2]) + 1, size)) if wanted else (0, size)
-        if mode == "whole":  # ignores Range: 200 and the whole object
+        if mode in ("whole", "unsized"):  # ignores Range: 200 and the whole object (unsized: its end is the close)
             start, stop, status = 0, size, 200
         elif mode == "lying":  # says 206, sends the whole object
             start, stop, status = 0, size, 206
@@ -58,7 +59,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         self.send_response(status)
         if status == 206 and mode != "lying":
             self.send_header("Content-Range", f"bytes {start}-{stop - 1}/{size}")
-        self.send_header("Content-Length", str(stop - start))
+        if mode != "unsized":
+            self.send_header("Content-Length", str(stop - start))
         self.end_headers()
         with open(path, "rb") as f:
             f.seek(start)
@@ -84,7 +86,8 @@ server.serve_forever()
 @pytest.fixture
 def http_server(tmp_path):
     """``serve(mode) -> base URL`` of an HTTP server of ``tmp_path / "www"`` in a child process: mode "honest"
-    serves ranges, "whole" ignores them (200, the whole object), "lying" answers 206 with the whole object."""
+    serves ranges, "whole" ignores them (200, the whole object), "lying" answers 206 with the whole object,
+    "unsized" ignores them and says no size (no Content-Length: the body ends when the connection closes)."""
     servers = []
 
     def serve(mode: str = "honest") -> str:
@@ -192,3 +195,18 @@ def test_temp_blocks_left_by_a_killed_writer_are_counted_and_removed_once_stale(
         os.utime(os.path.join(folder, "b2.%d-7.tmp" % os.getpid()), (hour_ago, hour_ago))
         assert remote.cache_usage() == stored + 300_000
         assert sorted(n for n in os.listdir(folder) if n.endswith(".tmp")) == ["b3.%d-7.tmp" % os.getpid()]
+
+
+def test_a_remote_index_of_unknown_size_is_read_whole_or_refused_as_too_large(http_server, tmp_path):
+    base = http_server("unsized")
+    www = tmp_path / "www"
+    (www / "small.shards").write_text("s0.picpac\ns1.picpac\n")
+    assert read_index(f"{base}/small.shards", options(tmp_path)) == [f"{base}/s0.picpac", f"{base}/s1.picpac"]
+    limit = 2**24  # remote_text's: an index past it would be cut there, its last line a name it does not hold
+    (www / "big.shards").write_bytes(b"# padding\n" * (limit // 10) + b"s0.picpac\n" * 10)
+    assert (www / "big.shards").stat().st_size > limit
+    with pytest.raises(PicPacValueError, match=rf"big\.shards: more than {limit} bytes, too large for a shard index "
+                                               rf"\(at most {limit}\)"):
+        read_index(f"{base}/big.shards", options(tmp_path))
+    (www / "big.shards").write_bytes(b"#" * (limit - 21) + b"\ns0.picpac\ns1.picpac\n")  # the limit: read whole
+    assert read_index(f"{base}/big.shards", options(tmp_path)) == [f"{base}/s0.picpac", f"{base}/s1.picpac"]
