@@ -9,12 +9,14 @@ fold ``--fold`` of K (test) and the other folds (train). Groups never straddle p
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import shutil
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Any
 
@@ -45,6 +47,8 @@ class SplitReport:
     keys: dict[str, Any]
     test_fold: int | None = None
     seconds: float = 0.0
+    removed: list[str] = field(default_factory=list)
+    """Parts of the set replaced (``overwrite``) that the new set has not: removed."""
 
     def summary(self) -> str:
         keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
@@ -54,8 +58,12 @@ class SplitReport:
         else:
             how = (f"test is ImageStream(split_fold={self.test_fold}, split_negate=True, {keys}), "
                    "train the same with split_negate=False")
+        removed = ", ".join(os.path.basename(p) for p in self.removed)
+        if removed:
+            removed = f"; removed {removed} ({'a part' if len(self.removed) == 1 else 'parts'} of the set replaced)"
         return (f"split {self.source} ({self.records} records) into {len(self.parts)} parts in "
-                f"{os.path.dirname(self.parts[0][0]) or '.'} (records: {parts}); {how}; in {self.seconds:.1f} s")
+                f"{os.path.dirname(self.parts[0][0]) or '.'} (records: {parts}); {how}{removed}; "
+                f"in {self.seconds:.1f} s")
 
 
 # -- what the parts are -------------------------------------------------------------------------------
@@ -79,16 +87,59 @@ def folds_of_test(test: float | str, source: str = "") -> int:
     return k
 
 
+def _naming(db: str, output_dir: str | os.PathLike | None, prefix: str | None) -> tuple[str, str, str]:
+    """(folder, PREFIX, extension) of the parts' names."""
+    stem, suffix = os.path.splitext(os.path.basename(db))
+    suffix = ".picpac" if suffix in ("", ".shards") else suffix  # an index's parts are single files
+    folder = os.fspath(output_dir) if output_dir is not None else os.path.dirname(db)
+    return folder, prefix if prefix is not None else stem, suffix
+
+
 def output_paths(db: str | os.PathLike, *, folds: int | None = None, test: float | str | None = None,
                  output_dir: str | os.PathLike | None = None, prefix: str | None = None) -> list[str]:
     """The files the split writes: PREFIX-fold0.picpac ... for ``folds``, PREFIX-train / PREFIX-test for
     ``test``; PREFIX defaults to DB's name without its extension, the folder to DB's."""
-    db = os.fspath(db)
-    stem, suffix = os.path.splitext(os.path.basename(db))
-    suffix = ".picpac" if suffix in ("", ".shards") else suffix  # an index's parts are single files
-    folder = os.fspath(output_dir) if output_dir is not None else os.path.dirname(db)
+    folder, stem, suffix = _naming(os.fspath(db), output_dir, prefix)
     names = ["train", "test"] if test is not None else [f"fold{f}" for f in range(folds or 0)]
-    return [os.path.join(folder, f"{prefix if prefix is not None else stem}-{name}{suffix}") for name in names]
+    return [os.path.join(folder, f"{stem}-{name}{suffix}") for name in names]
+
+
+def _split_of(path: str, db: str) -> dict[str, Any] | None:
+    """The ``split`` metadata of the file at ``path`` when it is a picpac database split from ``db``; None
+    when it is none (missing, not a regular file, not a picpac database, a split of another database)."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None  # (opening a FIFO would wait for a writer)
+        with Reader(path) as reader:
+            split = reader.metadata.get("split")
+    except (PicPacError, OSError):
+        return None
+    source = split.get("from") if isinstance(split, dict) else None
+    return split if isinstance(source, str) and durable.target(source) == durable.target(db) else None
+
+
+def replaced_parts(db: str, paths: Sequence[str], *, folds: bool, output_dir: str | os.PathLike | None = None,
+                   prefix: str | None = None) -> list[str]:
+    """The parts of an earlier split of ``db`` that a split writing ``paths`` with ``overwrite`` removes since it
+    does not replace them: those the ``parts`` of a split of ``db`` at one of ``paths`` name, and with
+    ``folds`` every other PREFIX-foldN file beside them (a set written before ``parts`` was recorded). Only
+    files that are picpac databases split from ``db``."""
+    folder, stem, suffix = _naming(db, output_dir, prefix)
+    names: set[str] = set()
+    for path in paths:
+        split = _split_of(path, db)
+        listed = split.get("parts") if split is not None else None
+        if isinstance(listed, list):
+            names.update(n for n in listed if isinstance(n, str) and os.path.basename(n) == n not in ("", ".", ".."))
+    if folds:
+        fold = re.compile(re.escape(stem) + r"-fold[0-9]+" + re.escape(suffix))
+        try:
+            names.update(n for n in os.listdir(folder or ".") if fold.fullmatch(n))
+        except OSError:
+            pass  # (no folder: no parts)
+    keep = {durable.target(p) for p in [*paths, db]}
+    return [path for path in (os.path.join(folder, n) for n in sorted(names))
+            if durable.target(path) not in keep and _split_of(path, db) is not None]
 
 
 def _units(groups: np.ndarray) -> int:
@@ -127,10 +178,12 @@ def check_outputs(paths: Sequence[str], source: str, overwrite: bool) -> None:
 
 
 @contextmanager
-def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite: bool) -> Iterator[list[Writer]]:
+def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite: bool,
+            remove: Sequence[str] = ()) -> Iterator[list[Writer]]:
     """Writers of new databases for ``paths``, built in a temporary folder beside the first until the block ends
-    well: then all are committed and replace ``paths`` as one set (:func:`replace_set`). An error (or a stop)
-    in the block discards them all and leaves ``paths`` as they were; a commit that fails names its path."""
+    well: then all are committed and replace ``paths`` (and ``remove``) as one set (:func:`replace_set`). An
+    error (or a stop) in the block discards them all and leaves ``paths`` as they were; a commit that fails
+    names its path."""
     targets = [durable.target(p) for p in paths]
     durable.remove_stale_temps(targets[0])
     folder = durable.temp_path(targets[0])
@@ -144,29 +197,31 @@ def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite:
             for path, out in zip(paths, outs):
                 with output_errors(path):
                     out.close()
-        replace_set([out.path for out in outs], paths, overwrite)
+        replace_set([out.path for out in outs], paths, overwrite, remove)
     finally:
         if lock is not None:
             os.close(lock)
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def replace_set(staged: Sequence[str], paths: Sequence[str], overwrite: bool) -> None:
+def replace_set(staged: Sequence[str], paths: Sequence[str], overwrite: bool, remove: Sequence[str] = ()) -> None:
     """Move the finished databases ``staged`` to ``paths`` so that no moment shows parts of two sets: the old
-    files but the first are removed, the first is replaced by one rename, then the others move in. A stop
-    midway leaves parts of one set missing (an error to open), never a mix of old and new parts. Each old
-    file is locked first, as ``Writer(path, overwrite=True)`` locks the file it replaces (WriterBusyError
-    while a Writer appends to one, every file left as it was). Without ``overwrite`` none is replaced: a
-    file that appeared at one of ``paths`` meanwhile is a PathExistsError, and the parts moved are removed."""
+    files but the first (and, with ``overwrite``, the old parts ``remove`` that the new set has not) are
+    removed, the first is replaced by one rename, then the others move in. A stop midway leaves parts of one
+    set missing (an error to open), never a mix of old and new parts. Each old file is locked first, as
+    ``Writer(path, overwrite=True)`` locks the file it replaces (WriterBusyError while a Writer appends to
+    one, every file left as it was). Without ``overwrite`` none is replaced: a file that appeared at one of
+    ``paths`` meanwhile is a PathExistsError, and the parts moved are removed."""
     targets = [durable.target(p) for p in paths]
+    gone = [durable.target(p) for p in remove] if overwrite else []
     held: list[int] = []
     placed: list[str] = []
     try:
-        for target, path in zip(targets, paths):
+        for target, path in zip(targets + gone, [*paths, *remove]):
             if overwrite and (fd := lock_replaced(target, path)) is not None:
                 held.append(fd)
         if overwrite:
-            removed = [t for t in targets[1:] if os.path.lexists(t)]
+            removed = [t for t in targets[1:] + gone if os.path.lexists(t)]
             for target in removed:
                 os.unlink(target)
             for folder in {os.path.dirname(t) for t in removed}:
@@ -231,6 +286,8 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
                     f"{db}: {path} would be empty: {len(reader)} records in {_units(reader.groups)} units "
                     f"(groups and ungrouped records) cannot fill {k} folds; use fewer folds (nothing was written)")
         check_outputs(paths, db, overwrite)
+        remove = replaced_parts(db, paths, folds=folds is not None, output_dir=output_dir, prefix=prefix) \
+            if overwrite else []
         keys = {"split": k, "seed": seed, "stratify": stratify, **({} if shuffle else {"shuffle": False})}
         run = secrets.token_hex(8)  # the parts of one run share it: parts of two runs are told apart
         part_of = np.empty(len(reader), np.int64)
@@ -244,7 +301,7 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
                 "parts": [os.path.basename(p) for p in paths]}))
         bar = bar_of(progress, len(reader))
         try:
-            with writers(paths, metadata, overwrite) as outs:
+            with writers(paths, metadata, overwrite, remove) as outs:
                 part = 0
                 try:
                     for i in range(len(reader)):
@@ -260,4 +317,4 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
             if bar is not None:
                 bar.close()
     return SplitReport(db, len(part_of), [(p, len(r)) for p, r in zip(paths, parts)], keys,
-                       None if folds is not None else fold, time.perf_counter() - start)
+                       None if folds is not None else fold, time.perf_counter() - start, remove)

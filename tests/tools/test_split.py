@@ -187,3 +187,47 @@ def test_a_damaged_record_stops_the_split_naming_it(tmp_path):
     with pytest.raises(picpac.errors.CorruptRecordError, match="record 4"):
         split_db(db, folds=2)
     assert os.listdir(tmp_path) == ["d.picpac"]
+
+
+def test_overwrite_removes_the_parts_of_the_replaced_set_that_the_new_set_lacks(tmp_path):
+    db = mixed_db(tmp_path / "data.picpac")
+    done = run_console("picpac", "split", "data.picpac", "--folds", "4", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    other = build(tmp_path / "other.picpac", [0, 1] * 4, [None] * 8)
+    (tmp_path / "x").mkdir()
+    split_db(other, folds=2, prefix="data", output_dir=tmp_path / "x")
+    os.rename(tmp_path / "x" / "data-fold1.picpac", tmp_path / "data-fold5.picpac")  # a split of another database
+    (tmp_path / "data-fold6.picpac").write_bytes(b"keep me")  # no picpac database
+    split_db(db, test=0.5, stratify=False)  # another set of data.picpac beside it, not at the new paths
+    keep = sorted(os.listdir(tmp_path))
+    done = run_console("picpac", "split", "data.picpac", "--folds", "3", "--overwrite", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "; removed data-fold3.picpac (a part of the set replaced)" in done.stdout
+    assert sorted(os.listdir(tmp_path)) == [name for name in keep if name != "data-fold3.picpac"]
+    assert sorted(i for f in range(3) for i in file_ids(tmp_path / f"data-fold{f}.picpac")) == list(range(60))
+    assert (tmp_path / "data-fold6.picpac").read_bytes() == b"keep me"
+    with picpac.Reader(tmp_path / "data-fold5.picpac") as part:
+        assert part.metadata["split"]["from"] == other
+
+
+def test_overwrite_removes_fold_files_of_a_set_written_before_parts_were_recorded(tmp_path):
+    db = mixed_db(tmp_path / "data.picpac")
+    for f in range(4):  # a 4-fold set as an older picpac wrote it: no "id", no "parts"
+        with picpac.Reader(db) as source, picpac.Writer(tmp_path / f"data-fold{f}.picpac", metadata={
+                "split": {"from": db, "split": 4, "seed": 2016, "stratify": True, "split_fold": f,
+                          "split_negate": True}}) as part:
+            part.append(image=bytes(source[f]["image"]), meta={"i": f})
+    report = split_db(db, folds=3, overwrite=True)
+    assert report.removed == [str(tmp_path / "data-fold3.picpac")]
+    assert sorted(os.listdir(tmp_path)) == ["data-fold0.picpac", "data-fold1.picpac", "data-fold2.picpac",
+                                            "data.picpac"]
+
+
+def test_a_writer_appending_to_a_part_to_remove_refuses_the_split(tmp_path):
+    db = mixed_db(tmp_path / "data.picpac")
+    split_db(db, folds=4)
+    before = {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)}
+    with picpac.Writer(tmp_path / "data-fold3.picpac", append=True):
+        with pytest.raises(picpac.errors.WriterBusyError, match="data-fold3.picpac: another Writer is appending"):
+            split_db(db, folds=3, overwrite=True)
+        assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
