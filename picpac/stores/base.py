@@ -9,7 +9,7 @@ import os
 import shutil
 import stat
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -66,17 +66,19 @@ def io_error(path: str, exc: OSError, verb: str = "write") -> FileIOError:
 
 
 @contextmanager
-def output_errors(path: str, library: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+def output_errors(path: str | Callable[[], str], library: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
     """Turn an OSError (or one of the ``library``'s errors) raised while writing ``path`` into a
-    FileIOError naming it: a full disk, a quota, a file size limit, an I/O error."""
+    FileIOError naming it: a full disk, a quota, a file size limit, an I/O error. ``path`` may be a
+    function that names the file when the error comes (the block writes several, one after another)."""
     try:
         yield
     except PicPacError:
         raise
     except OSError as exc:
-        raise io_error(path, exc) from exc
+        raise io_error(path() if callable(path) else path, exc) from exc
     except library as exc:
-        raise FileIOError(f"{path}: cannot write: {exc}{free_space(path)}") from exc
+        name = path() if callable(path) else path
+        raise FileIOError(f"{name}: cannot write: {exc}{free_space(name)}") from exc
 
 
 def free_space(path: str) -> str:

@@ -29,7 +29,7 @@ from ..file.reader import Reader, Record
 from ..file.shards import open_database
 from ..file.writer import Writer, lock_replaced
 from ..sampling.folds import assign_folds, select
-from ..stores.base import io_error, output_errors
+from ..stores.base import output_errors
 
 DEFAULT_SEED = 2016
 """The stream's default ``seed``: the same split as a stream that does not set one."""
@@ -303,16 +303,12 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
         try:
             with writers(paths, metadata, overwrite, remove) as outs:
                 part = 0
-                try:
+                with output_errors(lambda: paths[part]):  # a full disk: named by the part being written
                     for i in range(len(reader)):
                         part = part_of[i]
                         append_copy(outs[part], reader[i], db)
                         if bar is not None:
                             bar.update(1)
-                except PicPacError:
-                    raise
-                except OSError as exc:  # a full disk: named by the part being written
-                    raise io_error(paths[part], exc) from exc
         finally:
             if bar is not None:
                 bar.close()
