@@ -18,12 +18,18 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from .layout import ARRAYS_KEY, crc32, load_json
 
 RECORD_MAGIC = b"\x89PICREC\n"
 METADATA_MAGIC = b"\x89PICMET\n"
 # magic, record size, label, group, the record's CRC32, the CRC32 of the frame's 36 bytes before it
 RECORD_FRAME = struct.Struct("<8sQdqII")
+RECORD_FRAME_DTYPE = np.dtype([("magic", "S8"), ("size", "<u8"), ("label", "<f8"), ("group", "<i8"),
+                               ("checksum", "<u4"), ("crc", "<u4")])
+"""RECORD_FRAME as a NumPy record, to read the frames of many records at once."""
+assert RECORD_FRAME_DTYPE.itemsize == RECORD_FRAME.size
 # magic, metadata size, the metadata's CRC32, the CRC32 of the frame's 20 bytes before it; the metadata follows
 METADATA_FRAME = struct.Struct("<8sQII")
 MAX_METADATA = 256 << 20

@@ -23,7 +23,8 @@ import numpy as np
 from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PathExistsError,
                       PicPacError, WriterBusyError)
 from ..file import durable
-from ..file.frames import RECORD_FRAME, RECORD_MAGIC, metadata_frame, read_metadata_frame, record_frame
+from ..file.frames import (RECORD_FRAME, RECORD_FRAME_DTYPE, RECORD_MAGIC, metadata_frame, read_metadata_frame,
+                           record_frame)
 from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
                            index_offset_after, pack_header, read_commit, read_header)
 from ..file.reader import _gather
@@ -162,16 +163,13 @@ class _Layout:
                    for i in np.flatnonzero(gaps))
 
 
-_FRAME_DTYPE = np.dtype([("magic", "S8"), ("size", "<u8"), ("label", "<f8"), ("group", "<i8"),
-                         ("checksum", "<u4"), ("crc", "<u4")])
-
-
 def _framed(buf: mmap.mmap, index: np.ndarray, offsets: np.ndarray, size: int) -> np.ndarray:
     """Which records have their recovery frame right before them: its magic, and their size and checksum."""
     starts = offsets - RECORD_FRAME.size
     inside = (starts >= HEADER_SIZE) & (offsets <= size)
-    heads = np.zeros(len(index), _FRAME_DTYPE)
-    heads[inside] = _gather(np.frombuffer(buf, np.uint8), starts[inside], RECORD_FRAME.size).view(_FRAME_DTYPE)[:, 0]
+    heads = np.zeros(len(index), RECORD_FRAME_DTYPE)
+    heads[inside] = _gather(np.frombuffer(buf, np.uint8), starts[inside], RECORD_FRAME.size) \
+        .view(RECORD_FRAME_DTYPE)[:, 0]
     return (inside & (heads["magic"] == RECORD_MAGIC) & (heads["size"] == index["size"])
             & (heads["checksum"] == index["checksum"]))
 

@@ -3,8 +3,10 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 import picpac
-from picpac.file.frames import (METADATA_FRAME, RECORD_FRAME, RecordFrame, encode_metadata, framed, metadata_frame,
+from picpac.file.frames import (METADATA_FRAME, RECORD_FRAME, RECORD_FRAME_DTYPE, RecordFrame, encode_metadata, framed, metadata_frame,
                                 read_metadata_frame, read_record_frame, record_frame)
 from picpac.file.layout import NO_GROUP
 
@@ -22,6 +24,9 @@ def test_a_record_frame_holds_size_label_group_and_checksum():
             damaged[i] ^= mask
             assert read_record_frame(bytes(damaged), 0, 40) is None, (i, mask)
     assert read_record_frame(frame, 0, 39) is None and read_record_frame(frame[:39], 0, 39) is None  # cut
+    row = np.frombuffer(frame, RECORD_FRAME_DTYPE)[0]  # the NumPy record reads what the struct packed
+    assert (row["magic"], row["size"], row["label"], row["group"], row["checksum"]) == (
+        b"\x89PICREC\n", 1234, -2.5, 7, 0xDEADBEEF) and row["crc"] == RECORD_FRAME.unpack(frame)[-1]
 
 
 def test_a_metadata_frame_holds_the_metadata_as_a_commit_stores_it():
