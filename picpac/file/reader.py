@@ -119,6 +119,7 @@ class BaseReader(ABC):
     def arrays(self) -> dict[str, ArraySpec]:
         """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
         if self._arrays is None:  # an array larger than every record would be one no record holds
+            self.check_file()  # the sizes are read from the index, which a mapped file holds
             limit = min(int(self._sizes.max()), self._size) if self._count else MAX_ARRAY_BYTES
             self._arrays = parse_arrays(self.metadata, self.path, limit=limit)
         return self._arrays
@@ -203,7 +204,7 @@ class BaseReader(ABC):
 
     def check_file(self) -> None:
         """PicPacError when reading on is unsafe because the file changed under the reader; nothing to check
-        for a reader that holds what it read (see :meth:`Reader.check_file`)."""
+        for a reader that holds what it reads (see :meth:`Reader.check_file`)."""
 
     @abstractmethod
     def prefetch(self, records: np.ndarray) -> None:
@@ -310,6 +311,7 @@ class Reader(BaseReader):
         """
         if self._view is None:
             raise PicPacError(f"{self.path}: the Reader is closed")
+        self.check_file()
         records = np.asarray(records, np.int64)
         sizes = self._sizes[records].astype(np.int64)
         if rows is None:
@@ -424,6 +426,7 @@ class Reader(BaseReader):
         file (as :func:`picpac.write_arrays` writes them); None for any other layout (and records lying
         past the end of the file, which :meth:`spans` names)."""
         if self._stride is None:
+            self.check_file()
             sizes, offsets, n = self._sizes, self._offsets, self._count
             # checked first: within the file, offsets[0] + k * sizes[0] cannot wrap around in uint64
             inside = n > 0 and int(offsets[0]) + n * int(sizes[0]) <= self._size
@@ -437,6 +440,7 @@ class Reader(BaseReader):
         from the records' region viewed as one array (needs :attr:`stride`); returns ``out``."""
         if self._view is None:
             raise PicPacError(f"{self.path}: the Reader is closed")
+        self.check_file()
         stride = self.stride
         if stride is None:
             raise PicPacValueError(f"{self.path}: records are not of one size back to back within the file; "
@@ -452,6 +456,7 @@ class Reader(BaseReader):
         if source is None:
             if self._view is None:
                 raise PicPacError(f"{self.path}: the Reader is closed")
+            self.check_file()
             source = self._bytes
         return _gather(source, np.asarray(starts, np.int64), nbytes)
 
@@ -460,8 +465,8 @@ class Reader(BaseReader):
         (``madvise(MADV_WILLNEED)``), records less than READAHEAD_GAP apart as one range: so a file larger
         than memory read in chunked order (``shuffle_chunk``) is read by whole regions, not record by record."""
         records = np.asarray(records, np.int64)
-        if self._view is None or not len(records):
-            return
+        if self._view is None or not len(records) or self._cut_to() is not None:
+            return  # a file cut shorter: the read that follows names it
         starts = np.minimum(self._offsets[records], self._size).astype(np.int64)
         ends = np.minimum(starts + self._sizes[records].astype(np.int64), self._size)
         order = np.argsort(starts, kind="stable")
@@ -477,17 +482,25 @@ class Reader(BaseReader):
     def closed(self) -> bool:
         return self._view is None
 
-    def check_file(self) -> None:
-        """PicPacError naming the file when it is shorter than when it was mapped (truncated, or overwritten in
-        place): the pages it lost would kill the process with SIGBUS when read. One ``stat``: a ShardedReader
-        calls it before each record. A file replaced by a rename (as picpac's tools write) is no danger: the
-        mapping keeps the file it mapped."""
+    def _cut_to(self) -> int | None:
+        """The file's size when it is now shorter than when it was mapped, else None."""
         try:
             st = os.stat(self.path)
         except OSError:
-            return  # removed or renamed away: the mapping keeps its file
-        if st.st_size < self._size and (st.st_dev, st.st_ino) == self._identity:
-            raise PicPacError(f"{self.path}: the file was cut to {st.st_size} bytes while it was being read "
+            return None  # removed or renamed away: the mapping keeps its file
+        return st.st_size if st.st_size < self._size and (st.st_dev, st.st_ino) == self._identity else None
+
+    def check_file(self) -> None:
+        """PicPacError naming the file when it is shorter than when it was mapped (truncated, or overwritten in
+        place by a shorter file): the pages it lost (records, and the index the Reader reads from the file) would
+        kill the process with SIGBUS when read. One ``stat``, before every record :meth:`read` reads and in each
+        call of the batch path. Not caught: a file cut while a read is under way, and a file overwritten in place
+        at its size or larger (reads follow its new bytes; ``check`` catches records that then fail their
+        checksums). A file replaced by a rename (as picpac's tools write) is no danger: the mapping keeps the
+        file it mapped."""
+        size = self._cut_to()
+        if size is not None:
+            raise PicPacError(f"{self.path}: the file was cut to {size} bytes while it was being read "
                               f"(it had {self._size}): it was truncated or overwritten in place, and reading on "
                               "would kill the process (SIGBUS). Open it again; replace a file that is being read "
                               "by writing a new one and renaming it over the old")
@@ -498,6 +511,7 @@ class Reader(BaseReader):
         view = self._view
         if view is None:
             raise PicPacError(f"{self.path}: the Reader is closed")
+        self.check_file()  # the index and the record lie in the mapped file
         offset = self._offsets.item(i)
         size = self._sizes.item(i)
         if offset + size > self._size:

@@ -1,9 +1,11 @@
-"""A sharded dataset as files the streaming process holds: more shards than ``ulimit -n`` allows descriptors, and
-a shard overwritten in place mid-epoch (each in a child process: a lowered limit, a SIGBUS would kill it)."""
+"""A dataset as files the streaming process holds: more shards than ``ulimit -n`` allows descriptors, and a shard
+or a single file overwritten in place mid-epoch (each in a child process: a lowered limit, a SIGBUS would kill it)."""
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import pytest
 
 MANY = r"""
 import resource, sys
@@ -71,3 +73,45 @@ def test_a_shard_overwritten_in_place_mid_epoch_stops_the_stream_naming_it(tmp_p
     delivered, error = done.stdout.splitlines()
     assert delivered == str(list(range(24)))  # shards 0-2, then the error before any sample of shard 3
     assert f"{tmp_path}/s-3.picpac: the file was cut to 200 bytes while it was being read" in error, error
+
+
+ONE = r"""
+import sys, time
+import cv2, numpy as np
+import picpac
+
+path, route = sys.argv[1], sys.argv[2]
+rng = np.random.default_rng(0)
+if route == "batch":  # arrays on the batch path (take, spans, gather)
+    picpac.write_arrays(path, rng.integers(0, 256, (64, 64, 64, 3), np.uint8), np.arange(64))
+else:  # noise: about 19 KB a record, so the file spans many pages
+    with picpac.Writer(path) as w:
+        for i in range(64):
+            w.append(image=cv2.imencode(".png", rng.integers(0, 256, (80, 80, 3), np.uint8))[1].tobytes(), label=i)
+labels = []
+with picpac.ImageStream(path, batch=4, loop=False, shuffle=False, workers=1, preload=8, dtype="uint8",
+                        vectorize=route == "batch") as stream:
+    assert stream.stats()["path"] == route, stream.stats()
+    try:
+        for n, (images, batch_labels, pad) in enumerate(stream):
+            labels += batch_labels.astype(int).tolist()
+            if n == 0:  # the file is overwritten in place by a short file while it is read (between two reads:
+                time.sleep(0.5)  # the worker has read what preload allows; a cut racing a read can still SIGBUS)
+                with open(path, "r+b") as f:
+                    f.write(b"not the file it was" * 10)
+                    f.truncate()
+    except picpac.PicPacError as exc:
+        print(labels)
+        print(type(exc).__name__, exc)
+"""
+
+
+@pytest.mark.parametrize("route", ["sample", "batch"])
+def test_a_single_file_overwritten_in_place_mid_epoch_stops_the_stream_naming_it(tmp_path, route):
+    path = str(tmp_path / "a.picpac")
+    done = subprocess.run([sys.executable, "-c", ONE, path, route], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, (done.returncode, done.stderr[-3000:])  # -7: killed by SIGBUS
+    delivered, error = done.stdout.splitlines()
+    delivered = eval(delivered)
+    assert 4 <= len(delivered) < 64 and delivered == list(range(len(delivered)))  # what was read before the cut
+    assert error.startswith(f"PicPacError {path}: the file was cut to 190 bytes while it was being read"), error
