@@ -170,11 +170,15 @@ class Position:
 
     # -- the state -------------------------------------------------------------------------------
     def where(self) -> tuple[int, int, int]:
-        """(epoch, start, offset) of the next key; a pass whose share was all delivered is over."""
-        epoch, start, offset = self.epoch, self.start, self.offset
-        if not self.loop and offset >= self.share(start):
-            return epoch + 1, 0, 0
-        return epoch, start, offset
+        """(epoch, start, offset) of the next key."""
+        return self.settle(self.epoch, self.start, self.offset)
+
+    def settle(self, epoch: int, start: int, offset: int) -> tuple[int, int, int]:
+        """(epoch, start, offset) of this stream's ranks with a fully delivered share moved on: loop=True to the
+        next epochs (as many as it spans), loop=False to the next pass (the pass under way is over)."""
+        if self.loop:
+            return self.roll(epoch, start, offset, self.world)
+        return (epoch + 1, 0, 0) if offset >= self.share(start) else (epoch, start, offset)
 
     def consumed(self, start: int, offset: int, world: int) -> int:
         """Samples of the epoch's order consumed by all ranks together, each at ``offset`` of its share of
@@ -201,9 +205,7 @@ class Position:
             start, offset = self.consumed(start, offset, world), 0
             if start >= self.n:
                 epoch, start = epoch + 1, 0
-        if self.loop:
-            return self.roll(epoch, start, offset, self.world)
-        return (epoch + 1, 0, 0) if offset >= self.share(start) else (epoch, start, offset)
+        return self.settle(epoch, start, offset)
 
     def load(self, epoch: int, start: int, offset: int) -> None:
         """Go to a place ``resolve`` gave."""
