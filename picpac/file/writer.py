@@ -102,13 +102,38 @@ def _check_metadata(metadata: Any) -> dict:
     return dict(metadata)
 
 
-def _lock(fd: int, path: str) -> None:
-    """Take the exclusive lock that appending Writers hold; WriterBusyError when another holds it."""
+_BUSY = "another Writer is appending to this database; try again when it has closed"
+
+
+def _lock(fd: int, path: str, busy: str = _BUSY) -> None:
+    """Take the exclusive lock that appending Writers hold; WriterBusyError (``busy``) when another holds it."""
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
-        raise WriterBusyError(f"{path}: another Writer is appending to this database; "
-                              "try again when it has closed") from None
+        raise WriterBusyError(f"{path}: {busy}") from None
+
+
+def open_locked(target: str, path: str, flags: int, *, purpose: str = "", busy: str = _BUSY) -> int | None:
+    """A descriptor of the file at ``target`` (``path`` as the user named it) opened with ``flags``, holding the
+    lock appending Writers take (WriterBusyError, ``busy``, while another holds it); None when there is no
+    file. Once locked, the file must still be the one at ``target``: a ``Writer(path, overwrite=True)`` (or a
+    compact) may have renamed a new file over it between the open and the lock, and Writers may have
+    committed to that one since, so the lock on the old file guards nothing: it is opened again."""
+    while True:
+        try:
+            fd = os.open(target, flags)
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise PicPacError(f"{path}: cannot open{purpose}: {exc.strerror}") from None
+        try:
+            _lock(fd, path, busy)
+            if durable.same_file(fd, target):
+                return fd
+        except BaseException:
+            os.close(fd)
+            raise
+        os.close(fd)
 
 
 def lock_replaced(target: str, path: str) -> int | None:
@@ -204,23 +229,16 @@ class Writer:
 
     def _open_existing(self) -> bool:
         """Open ``path`` to append to it, holding its lock; False when there is no file to open."""
-        while True:
-            try:
-                file = open(self._target, "r+b")
-            except FileNotFoundError:
-                return False
-            except OSError as exc:
-                raise PicPacError(f"{self.path}: cannot open for appending: {exc.strerror}") from None
-            try:
-                _lock(file.fileno(), self.path)
-                # A Writer(path) may have replaced the file between open and lock: lock the current one.
-                if durable.same_file(file.fileno(), self._target):
-                    self._load(file)
-                    return True
-            except BaseException:
-                file.close()
-                raise
+        fd = open_locked(self._target, self.path, os.O_RDWR, purpose=" for appending")
+        if fd is None:
+            return False
+        file = os.fdopen(fd, "r+b")
+        try:
+            self._load(file)
+        except BaseException:
             file.close()
+            raise
+        return True
 
     def _load(self, file) -> None:
         size = os.fstat(file.fileno()).st_size

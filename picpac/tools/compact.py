@@ -21,14 +21,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import (CorruptError, CorruptRecordError, FormatError, MissingPathError, PathExistsError,
-                      PicPacError, WriterBusyError)
+                      PicPacError)
 from ..file import durable
 from ..file.frames import (RECORD_FRAME, RECORD_FRAME_DTYPE, RECORD_MAGIC, metadata_frame, read_metadata_frame,
                            record_frame)
 from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
                            index_offset_after, pack_header, read_commit, read_header)
 from ..file.reader import _gather
-from ..file.writer import lock_replaced
+from ..file.writer import lock_replaced, open_locked
 from ..stores.base import output_errors
 
 
@@ -55,43 +55,25 @@ class CompactReport:
                 f"({self.freed:,} bytes freed){where}")
 
 
-def _open(path: str) -> int:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except FileNotFoundError:
-        raise MissingPathError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise PicPacError(f"{path}: cannot open: {exc.strerror}") from None
+def _open(path: str, in_place: bool) -> int:
+    """``path`` opened to read; ``in_place`` holding the lock appending Writers take (:func:`open_locked`), so
+    that none commits to the file while it is being replaced (the lock goes when the descriptor closes)."""
+    if in_place:
+        fd = open_locked(path, path, os.O_RDONLY, busy="a Writer (or another picpac compact) holds this "
+                                                       "database's lock; try again when it has finished")
+    else:
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:
+            fd = None
+        except OSError as exc:
+            raise PicPacError(f"{path}: cannot open: {exc.strerror}") from None
+    if fd is None:
+        raise MissingPathError(f"{path}: no such file")
     if stat.S_ISDIR(os.fstat(fd).st_mode):
         os.close(fd)
         raise FormatError(f"{path}: is a directory, not a picpac database")
     return fd
-
-
-def _lock(fd: int, path: str) -> None:
-    """Hold the lock appending Writers take, so none commits to the file while it is being replaced."""
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        raise WriterBusyError(f"{path}: a Writer is appending to this database; compact it when it has closed") \
-            from None
-
-
-def _open_locked(path: str) -> int:
-    """Open ``path`` holding its lock, as an appending Writer does: once locked, the file must still be the
-    one at ``path``. Another compact (or a ``Writer(path, overwrite=True)``) may have renamed a new file
-    over it between the open and the lock, and Writers may have committed to that new file since:
-    compacting the old one would throw their records away. So it is opened again."""
-    while True:
-        fd = _open(path)
-        try:
-            _lock(fd, path)
-            if durable.same_file(fd, path):
-                return fd
-        except BaseException:
-            os.close(fd)
-            raise
-        os.close(fd)
 
 
 def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *, overwrite: bool = False,
@@ -109,7 +91,7 @@ def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
     in_place = durable.target(destination) == durable.target(path)
     if not in_place and not overwrite and os.path.lexists(destination):
         raise PathExistsError(f"{destination}: already exists; pass --overwrite (overwrite=True) to replace it")
-    fd = _open_locked(path) if in_place else _open(path)  # the lock is released when fd closes, after the rename
+    fd = _open(path, in_place)
     try:
         size = os.fstat(fd).st_size
         if size == 0:
@@ -129,7 +111,7 @@ def compact(path: str | os.PathLike, output: str | os.PathLike | None = None, *,
                 report.output, report.bytes_after = None, size
                 return report
             with output_errors(destination):
-                _write(buf, path, destination, state, index, meta, layout, overwrite or in_place,
+                _write(buf, path, destination, state, index, meta, layout, overwrite or in_place, in_place,
                        os.fstat(fd).st_mode, progress, sync)
     finally:
         os.close(fd)
@@ -185,8 +167,10 @@ def _metadata_frames(buf: mmap.mmap, start: int, stop: int, size: int) -> bool:
 
 
 def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, index: np.ndarray, meta: bytes,
-           layout: _Layout, replace: bool, mode: int, progress: Callable[[int], Any] | None, sync: bool) -> None:
-    """Build the compact database in a temporary file beside ``destination`` and move it there."""
+           layout: _Layout, replace: bool, in_place: bool, mode: int, progress: Callable[[int], Any] | None,
+           sync: bool) -> None:
+    """Build the compact database in a temporary file beside ``destination`` (``path`` itself when ``in_place``)
+    and move it there."""
     target = durable.target(destination)
     durable.remove_stale_temps(target)
     temp = durable.temp_path(target)
@@ -194,7 +178,7 @@ def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, inde
     published = False
     try:
         fcntl.flock(fd, fcntl.LOCK_EX)  # a lock marks a live temporary (durable.remove_stale_temps)
-        if durable.target(path) == target:
+        if in_place:
             os.fchmod(fd, stat.S_IMODE(mode))  # in place: the database keeps its permissions
         with os.fdopen(os.dup(fd), "wb") as file:
             file.write(pack_header(EMPTY_COMMIT, EMPTY_COMMIT))
@@ -208,7 +192,7 @@ def _write(buf: mmap.mmap, path: str, destination: str, state: HeaderState, inde
         commit = Commit(state.current.seq + 1, records_end, len(meta), records_end + len(meta) + len(padding),
                         len(index), crc32(region))
         os.pwrite(fd, commit.pack(), SLOT_OFFSETS[0])
-        _publish(temp, target, destination, replace, durable.target(path) == target, sync)
+        _publish(temp, target, destination, replace, in_place, sync)
         published = True
     finally:
         os.close(fd)

@@ -145,7 +145,8 @@ def test_an_appending_writer_makes_compact_wait(tmp_path):
     db = appended_db(tmp_path / "db.picpac", rounds=2)
     writer = picpac.Writer(db, append=True, sync=False)
     try:
-        with pytest.raises(WriterBusyError, match=rf"^{db}: a Writer is appending"):
+        with pytest.raises(WriterBusyError, match=rf"^{db}: a Writer \(or another picpac compact\) holds this "
+                                                 "database's lock; try again when it has finished$"):
             compact(db)
         writer.append(image=b"x", label=1)
     finally:
