@@ -162,7 +162,9 @@ class Processor:
             self.fixed.append(Resize(c["resize_width"], c["resize_height"]))
         if c["anno_min_ratio"]:
             self.fixed.append(AnnotationZoom(c["anno_min_ratio"]))
-        self.random = self._legacy_perturbation() + specs.build(c["transforms"], random=c["perturb"] is not False)
+        self.transforms = specs.build(c["transforms"], random=c["perturb"] is not False)
+        """The steps of the config key 'transforms': the last of ``random``."""
+        self.random = self._legacy_perturbation() + self.transforms
         self.rasterize = self._rasterizer()
         self.channel_first = c["order"] == "NCHW"
         self.dtype = np.dtype(c["dtype"])

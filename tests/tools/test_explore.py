@@ -23,6 +23,7 @@ pytest.importorskip("jinja2")
 
 import picpac  # noqa: E402
 from picpac.sampling.folds import assign_folds, select  # noqa: E402
+from picpac.stream.config import parse  # noqa: E402
 from picpac.tools import info  # noqa: E402
 from picpac.tools.explore import augment, thumbnails  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
@@ -261,20 +262,26 @@ HOSTILE = {
 }
 
 
+def error_of(body: bytes) -> str:
+    """The error line of a page, as text."""
+    import html as html_module
+
+    return html_module.unescape(re.search(r'<div class="error" id="error">(.*?)</div>', body.decode(), re.S).group(1))
+
+
 @pytest.mark.parametrize("text", list(HOSTILE), ids=range(len(HOSTILE)))
 def test_hostile_config_is_refused_with_a_message(server, text):
     status, body, _ = server.get("/augment?" + urllib.parse.urlencode({"config": text}))
     html = body.decode()
     assert status == 400
-    message = re.search(r'<div class="error" id="error">(.*?)</div>', html, re.S).group(1)
-    import html as html_module
-    assert HOSTILE[text] in html_module.unescape(message)
+    assert HOSTILE[text] in error_of(body)
     assert "Traceback" not in html and "<script>" not in html
 
 
-def test_load_config_keeps_output_fixed():
-    config = augment.load_config('{"resize_width": 32, "resize_height": 32, "seed": 3}')
+def test_load_config_keeps_output_fixed_and_gives_the_parsed_config():
+    config, parsed = augment.load_config('{"resize_width": 32, "resize_height": 32, "seed": 3}')
     assert config["dtype"] == "uint8" and config["order"] == "NHWC" and config["max_pixels"] == augment.MAX_PIXELS
+    assert parsed == parse(config) and parsed["resize_width"] == 32 and parsed["pert_border"] == "constant"
 
 
 def test_host_header_and_security_headers(server):
@@ -358,25 +365,14 @@ def test_labels_too_close_for_ten_bins_make_an_overview(tmp_path):
         s.stop()
 
 
-def high_water_mark() -> int:
-    """This process's peak resident memory (bytes) since the last reset_high_water_mark()."""
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-
-
-def reset_high_water_mark() -> None:
-    with open("/proc/self/clear_refs", "w") as f:
-        f.write("5")
-
-
-def test_a_resize_of_one_side_is_refused_before_it_allocates(server):
+def test_a_resize_of_one_side_is_refused_before_a_run_starts(server):
     """resize_width alone scales each image's height by its aspect ratio: refused from the database's sizes,
-    with nothing allocated in the server (its peak memory does not move)."""
-    reset_high_water_mark()
-    before = high_water_mark()
+    with no run process started."""
+    augmenter = server.app.state.explorer.augmenter
+    started = augmenter.started
     status, body, _ = server.get("/augment?" + urllib.parse.urlencode({"config": '{"resize_width": 32766}'}))
-    assert status == 400 and "more than max_pixels=16,777,216" in body.decode().replace("&#39;", "'")
-    assert high_water_mark() - before < 256 << 20
+    assert status == 400 and "more than max_pixels=16,777,216" in error_of(body)
+    assert augmenter.started == started
 
 
 BLURS = json.dumps({"batch": 1, "resize_width": 4000, "resize_height": 3000,
@@ -442,3 +438,15 @@ def test_a_client_that_goes_away_stops_its_run(db):
         assert runs() == []
     finally:
         s.stop()
+
+
+def test_a_cached_config_is_answered_without_its_cost_estimate(server, monkeypatch):
+    estimates = []
+    check_cost = augment.check_cost
+    monkeypatch.setattr(augment, "check_cost", lambda *args: estimates.append(args) or check_cost(*args))
+    augmenter = server.app.state.explorer.augmenter
+    started = augmenter.started
+    text = augment_path("batch: 1\nseed: 43\nresize_width: 16\nresize_height: 16\n")
+    first = server.text(text)
+    assert server.text(text) == first and len(re.findall(r'<img src="/augment/', first)) == 1
+    assert len(estimates) == 1 and augmenter.started == started + 1

@@ -5,8 +5,8 @@ one of the augmentation, size and split keys below (no key that names a file, su
 ``mixin``, and none that changes how the server runs: workers, backend, dump, ...), and
 picpac.stream.config.parse checks every value. The explorer then bounds the work:
 
-* before a run, the size of every image its steps make, from the database's image sizes (the
-  overview's probe) and every size key and transform: each within ``max_pixels`` (at most
+* before a run (of a config not in the cache), the size of every image its steps make, from the database's
+  image sizes (the overview's probe) and every size key and transform: each within ``max_pixels`` (at most
   MAX_PIXELS), and a batch of the outputs within MAX_OUTPUT_BYTES; at most MAX_SAMPLES samples;
 * the run itself goes in a child process (a fresh interpreter: nothing of the server's is copied), whose
   memory is capped (RLIMIT_DATA, MAX_RUN_BYTES beyond what it holds at its start) and which is killed at
@@ -33,7 +33,6 @@ import numpy as np
 import yaml
 
 from ...errors import PicPacError, PicPacValueError
-from ...image import specs
 from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
 from ...stream.config import parse
 from ...stream.image_stream import ImageStream
@@ -85,8 +84,9 @@ class ConfigRefused(PicPacValueError):
     """A page's config that the explorer does not run; the message says why."""
 
 
-def load_config(text: str) -> dict[str, Any]:
-    """The config a page's text gives, after every check; ConfigRefused or another PicPacError otherwise."""
+def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the config a page's text gives, with FIXED; every key of it parsed), after every check; ConfigRefused or
+    another PicPacError otherwise."""
     if len(text) > MAX_TEXT:
         raise ConfigRefused(f"the config is {len(text):,} characters long; at most {MAX_TEXT:,} are accepted")
     try:
@@ -116,8 +116,7 @@ def load_config(text: str) -> dict[str, Any]:
         raise ConfigRefused(f"config key 'max_pixels' must be an int in [1, {MAX_PIXELS:,}] in the explorer, "
                             f"got {pixels!r:.40}")
     config.update(FIXED)
-    parse(config)
-    return config
+    return config, parse(config)
 
 
 _SIZE_KEYS = {LimitSize: ("min_size", "max_size"), Resize: ("resize_width", "resize_height"),
@@ -133,22 +132,20 @@ def _no_pixels(reduction: int, region: Any) -> None:
     raise _NoPixels
 
 
-def check_cost(config: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
-    """ConfigRefused when a run of ``config`` on images of these ``sizes`` (width, height) would make an image
-    of more than ``max_pixels`` at any step, or a batch of more than MAX_OUTPUT_BYTES.
+def check_cost(c: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
+    """ConfigRefused when a run of the parsed config ``c`` on images of these ``sizes`` (width, height) would
+    make an image of more than ``max_pixels`` at any step, or a batch of more than MAX_OUTPUT_BYTES.
 
     Each size goes through the run's steps without pixels (a Sample of that size with no image): the geometry
     of every step that changes the size is exact (resize keys with one side scale the other by the image's
     aspect ratio; crop, pad and scale steps; ``transforms``), random ones at one draw; a step that reads pixels
     leaves the size as it is. Without sizes, an output size the config fixes is checked."""
-    c = parse(dict(config))
     processor = Processor(c)
     steps = processor.fixed + processor.random
-    keyed = len(processor.fixed) + len(processor.random) - len(specs.build(c["transforms"],
-                                                                         random=c["perturb"] is not False))
+    transforms = {id(step) for step in processor.transforms}
     names = []
-    for k, step in enumerate(steps):
-        keys = [key for key in _SIZE_KEYS.get(type(step), ()) if c[key]] if k < keyed else []
+    for step in steps:
+        keys = [] if id(step) in transforms else [key for key in _SIZE_KEYS.get(type(step), ()) if c[key]]
         names.append(f"config key {' and '.join(map(repr, keys))}" if keys else f"config key 'transforms' ({step!r})")
     peak = None  # (pixels, the step's name, the database's size, the size the step made)
     output = 0
@@ -215,22 +212,19 @@ class Augmenter:
     def __init__(self, path: str, sizes: Callable[[], list[tuple[int, int]]], seconds: float = MAX_SECONDS):
         self.path, self.sizes, self.seconds = path, sizes, seconds
         self.cache = LRUBytes(MAX_OUTPUT_BYTES)
+        self.started = 0
+        """The run processes started so far."""
         self._runs: dict[str, list[dict[str, Any]]] = {}
         self._lock = asyncio.Lock()
-
-    def check(self, text: str) -> dict[str, Any]:
-        """The config of a page's text, its cost checked; ConfigRefused or another PicPacError otherwise."""
-        config = load_config(text)
-        check_cost(config, self.sizes())
-        return config
 
     async def run(self, text: str, gone: Callable[[], Awaitable[bool]]) -> tuple[str, list[dict[str, Any]]]:
         """(digest, samples) for a page's config text; each sample: its index k, label, PNG size. ``gone``:
         whether the client went away (the run then stops: Abandoned)."""
-        config = await asyncio.to_thread(self.check, text)
+        config, parsed = await asyncio.to_thread(load_config, text)
         digest = config_digest(config)
         if digest in self._runs and all(self.cache.get((digest, s["k"])) for s in self._runs[digest]):
             return digest, self._runs[digest]
+        await asyncio.to_thread(lambda: check_cost(parsed, self.sizes()))
         try:
             await asyncio.wait_for(self._lock.acquire(), LOCK_WAIT)
         except TimeoutError:
@@ -252,6 +246,7 @@ class Augmenter:
         """The run's outputs from a child process, killed at the time limit or when the client is gone."""
         process = subprocess.Popen([sys.executable, "-c", f"from {__name__} import child; child()"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        self.started += 1
         answer = asyncio.ensure_future(asyncio.to_thread(
             process.communicate, pickle.dumps((self.path, config, MAX_RUN_BYTES))))
         try:
