@@ -268,25 +268,17 @@ class Writer:
         """Make the new file an empty database at ``path`` now, unless another process made ``path`` first.
 
         ``Writer(path, append=True)`` on a missing path: two such Writers must not each build a file and
-        rename it over the other's. The first to link its file to ``path`` appends to it; the other
-        appends after it, or gets WriterBusyError while it holds the lock.
+        rename it over the other's. The first to publish its file at ``path`` (:func:`durable.publish`, which
+        never replaces a file) appends to it; the other appends after it, or gets WriterBusyError while it
+        holds the lock.
         """
         self._write_commit()
-        try:
-            os.link(self._temp_path, self._target)
-        except FileExistsError:
+        if not durable.publish(self._temp_path, self._target, overwrite=False, sync=False):
             self.abort()
             if not self._open_existing():
                 raise WriterBusyError(f"{self.path}: another Writer created and removed this database meanwhile; "
-                                      "try again") from None
+                                      "try again")
             return
-        except OSError:  # a file system without hard links: rename, unless path appeared meanwhile
-            if os.path.lexists(self._target):
-                self.abort()
-                raise WriterBusyError(f"{self.path}: another Writer created this database meanwhile") from None
-            os.rename(self._temp_path, self._target)
-        else:
-            os.unlink(self._temp_path)
         self._temp_path = None
         self._fsync_directory()
         self._created = self._commit
