@@ -409,8 +409,8 @@ def test_a_run_past_the_time_limit_is_stopped_and_answered(db):
         start = time.monotonic()
         status, body, _ = s.get(augment_path(BLURS))
         took = time.monotonic() - start
-        assert status == 400 and "longer than the explorer's time limit of 3 s a run" in body.decode().replace(
-            "&#39;", "'")
+        assert status == 400 and error_of(body).startswith("the run took longer than the explorer's time limit of 3 s "
+                                                           "a run, so it was stopped")  # not "config refused"
         assert 3 <= took < 20, took
         assert runs() == []  # the run's process is gone
         start = time.monotonic()
@@ -438,6 +438,71 @@ def test_a_client_that_goes_away_stops_its_run(db):
         assert runs() == []
     finally:
         s.stop()
+
+
+HIDDEN_RESIZE = json.dumps({"batch": 2, "seed": 3, "resize_width": 64, "resize_height": 64, "transforms": [
+    {"type": "sometimes", "chance": 1, "transforms": [{"type": "augment.blur", "sigma": 1},
+                                                      {"type": "resize", "size": 1500}]}]})
+"""A resize the estimate cannot see (the blur before it reads pixels, so the dry run stops at the sometimes):
+outputs of 64x64 estimated, two 1500x1500 PNGs of 1.8 MB made."""
+
+
+def test_a_size_step_the_estimate_cannot_see_is_refused_past_the_output_limit(server, monkeypatch):
+    monkeypatch.setattr(augment, "MAX_OUTPUT_BYTES", 1 << 20)  # read at each run, by the run and the estimate
+    augmenter = server.app.state.explorer.augmenter
+    started = augmenter.started
+    status, body, _ = server.get(augment_path(HIDDEN_RESIZE))
+    assert status == 400 and augmenter.started == started + 1  # the estimate let it through; the run refused it
+    assert re.fullmatch(r"config refused: the run's PNGs add up to [\d,]+ bytes after 2 of 2 samples, more than the "
+                        r"explorer's 1 MiB per run; lower 'batch' or the size \(.*sometimes.*\)", error_of(body))
+
+
+def rchar() -> int:
+    """The bytes this process has read so far (all its threads, every file and pipe)."""
+    with open("/proc/self/io") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("rchar:"))
+
+
+def test_a_reply_is_read_within_its_bound_and_stderr_to_its_tail():
+    """The server reads a run's stdout up to a bound and kills the process past it (whatever the process
+    writes), and keeps only the last STDERR_TAIL bytes of its stderr."""
+    flood = "import sys; sys.stderr.write('x' * 100_000 + '\\nthe last line\\n'); sys.stdout.buffer.write(b'y' * 2**26)"
+    process = subprocess.Popen([sys.executable, "-c", flood], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    before = rchar()
+    with pytest.raises(augment.RunStopped, match=r"the run's reply passed 1,048,576 bytes \(the explorer's bound"):
+        augment.exchange(process, b"", 1 << 20)
+    assert rchar() - before < 4 << 20  # of the 64 MiB written
+    assert process.returncode == -9
+    quiet = "import sys; sys.stderr.write('x' * 100_000 + '\\nthe last line\\n'); print('the reply')"
+    process = subprocess.Popen([sys.executable, "-c", quiet], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    out, err = augment.exchange(process, b"", 1 << 20)
+    assert out == b"the reply\n" and len(err) == augment.STDERR_TAIL and err.endswith(b"x\nthe last line\n")
+    assert process.returncode == 0
+
+
+@pytest.mark.parametrize("mib", [64, 200])
+def test_a_run_over_its_memory_limit_is_answered_naming_the_limit(server, monkeypatch, mib):
+    """Outputs of 4000x3000 (two of 36 MB each, and their copies) pass the estimate and a run's memory cap does
+    not hold them: OpenCV's allocation (64 MiB) or NumPy's (200 MiB) fails, a failure inside the stream."""
+    monkeypatch.setattr(augment, "MAX_RUN_BYTES", mib << 20)  # read at each run
+    status, body, _ = server.get(augment_path(json.dumps({"batch": 2, "seed": mib, "resize_width": 4000,
+                                                          "resize_height": 3000})))
+    message = error_of(body)
+    assert status == 400 and message.startswith("the stream failed: "), message
+    assert message.endswith(f"(the run is over the explorer's memory limit of {mib} MiB)"), message
+
+
+def test_a_run_process_that_dies_is_answered_with_its_last_error_line(server, monkeypatch, tmp_path):
+    """A run's process that ends with no answer (here its OpenCV fails to import): the page says so with the
+    last line of its stderr, and not as a refused config."""
+    (tmp_path / "cv2.py").write_text("raise ImportError('this cv2 is broken')\n")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))  # the run's process is a fresh interpreter: it takes this cv2
+    status, body, _ = server.get(augment_path("batch: 1\nseed: 41\nresize_width: 16\nresize_height: 16\n"))
+    assert status == 400
+    assert error_of(body) == ("the run's process ended with exit code 1 and no answer: "
+                              "ImportError: this cv2 is broken")
 
 
 def test_a_cached_config_is_answered_without_its_cost_estimate(server, monkeypatch):

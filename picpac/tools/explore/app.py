@@ -23,7 +23,7 @@ from ...errors import CorruptRecordError, PicPacError
 from ...file.layout import NO_GROUP
 from ...image.headers import image_size
 from .. import info as info_module
-from .augment import DEFAULT_CONFIG, MAX_SECONDS, Abandoned, Augmenter, RunFailed
+from .augment import DEFAULT_CONFIG, MAX_SECONDS, Augmenter, RunFailed, RunStopped
 from .index import MAX_SCAN, DbIndex, parse_filter
 from .overview import bars, overview, probe_sizes
 from .pages import render
@@ -194,7 +194,7 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         error, digest, samples = None, "", []
         try:
             digest, samples = await ex.augmenter.run(text, request.is_disconnected)
-        except Abandoned as exc:
+        except RunStopped as exc:  # a run that ended without its answer: not a refused config
             error = str(exc)
         except PicPacError as exc:
             error = f"config refused: {exc}"

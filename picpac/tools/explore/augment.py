@@ -11,7 +11,9 @@ picpac.stream.config.parse checks every value. The explorer then bounds the work
 * the run itself goes in a child process (a fresh interpreter: nothing of the server's is copied), whose
   memory is capped (RLIMIT_DATA, MAX_RUN_BYTES beyond what it holds at its start) and which is killed at
   the request's time limit (MAX_SECONDS) or as soon as the client goes away. Whatever it allocated goes
-  with it; one run at a time.
+  with it; one run at a time;
+* the run refuses PNGs that add up to more than MAX_OUTPUT_BYTES (the estimate does not see every size), and
+  the server reads at most that much of its reply (and REPLY_MARGIN), killing it past them.
 
 The output keys are fixed (uint8, NHWC, RGB), so each served PNG holds exactly the stream's pixels for
 that config and seed."""
@@ -20,8 +22,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import pickle
 import resource
+import selectors
 import subprocess
 import sys
 import time
@@ -43,6 +47,11 @@ MAX_TEXT = 20_000
 MAX_SAMPLES = 32
 MAX_PIXELS = 2**24
 MAX_OUTPUT_BYTES = 256 << 20
+"""A run's outputs: the estimate refuses a batch of more (4 bytes a pixel), the run PNGs that add up to more."""
+REPLY_MARGIN = 1 << 20
+"""What a run's reply holds beyond its PNGs (labels and sizes, pickled): the server reads no more than both."""
+STDERR_TAIL = 4096
+"""The bytes of a run's stderr the server keeps (the last ones): its last line names why it ended."""
 MAX_DEPTH = 8
 MAX_SECONDS = 30.0
 """A run's time limit: past it, its process is killed."""
@@ -196,7 +205,12 @@ def config_digest(config: dict[str, Any]) -> str:
     return hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:20]
 
 
-class Abandoned(PicPacError):
+class RunStopped(PicPacError):
+    """A run that ended without its answer (its time limit, its reply's size, its process's end): not a refused
+    config; the message says why."""
+
+
+class Abandoned(RunStopped):
     """The client went away before its run ended: the run was stopped."""
 
 
@@ -245,30 +259,34 @@ class Augmenter:
     async def _in_child(self, config: dict[str, Any], gone: Callable[[], Awaitable[bool]]) -> list[tuple]:
         """The run's outputs from a child process, killed at the time limit or when the client is gone."""
         process = subprocess.Popen([sys.executable, "-c", f"from {__name__} import child; child()"],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.started += 1
-        answer = asyncio.ensure_future(asyncio.to_thread(
-            process.communicate, pickle.dumps((self.path, config, MAX_RUN_BYTES))))
+        message = pickle.dumps((self.path, config, MAX_RUN_BYTES, MAX_OUTPUT_BYTES))
+        answer = asyncio.ensure_future(asyncio.to_thread(exchange, process, message,
+                                                         MAX_OUTPUT_BYTES + REPLY_MARGIN))
         try:
             deadline = time.monotonic() + self.seconds
             while not answer.done():
                 if time.monotonic() > deadline:
-                    raise PicPacError(f"the run took longer than the explorer's time limit of {self.seconds:g} s a "
-                                      "run, so it was stopped; make it cheaper (fewer or smaller steps, a smaller "
-                                      "'batch' or size)")
+                    raise RunStopped(f"the run took longer than the explorer's time limit of {self.seconds:g} s a "
+                                     "run, so it was stopped; make it cheaper (fewer or smaller steps, a smaller "
+                                     "'batch' or size)")
                 if await gone():
                     raise Abandoned("the client went away, so its run was stopped")
                 await asyncio.wait({answer}, timeout=_POLL)
-            out = answer.result()[0]
+            out, err = answer.result()
         finally:
             if process.poll() is None:
                 process.kill()
-            await asyncio.wait({answer})  # communicate() ends with the process
+            await asyncio.wait({answer})  # the exchange ends with the process
         try:
             kind, value = pickle.loads(out)
         except Exception:
-            raise PicPacError(f"the run's process ended with exit code {process.returncode} and no answer (over "
-                              f"the explorer's memory limit of {MAX_RUN_BYTES >> 20:,} MiB a run?)") from None
+            lines = err.decode("utf-8", "replace").strip().splitlines()
+            why = f": {lines[-1][:500]}" if lines else \
+                f" (over the explorer's memory limit of {MAX_RUN_BYTES >> 20:,} MiB a run?)"
+            raise RunStopped(f"the run's process ended with exit code {process.returncode} and no answer{why}") \
+                from None
         if kind == "refused":
             raise PicPacError(value)
         if kind == "failed":
@@ -277,6 +295,37 @@ class Augmenter:
 
     def png(self, digest: str, k: int) -> bytes | None:
         return self.cache.get((digest, k))
+
+
+def exchange(process: subprocess.Popen, message: bytes, limit: int) -> tuple[bytearray, bytes]:
+    """(stdout, the last STDERR_TAIL bytes of stderr) of ``process`` once it ends, ``message`` written to its
+    stdin: communicate() with a bound, for the process is killed as soon as its stdout passes ``limit`` bytes
+    (RunStopped)."""
+    with process:  # closes the pipes and waits for the process, however this ends
+        try:
+            process.stdin.write(message)
+            process.stdin.close()
+        except BrokenPipeError:  # it ended before it read: its stderr says why
+            pass
+        out, err = bytearray(), b""
+        with selectors.DefaultSelector() as selector:
+            selector.register(process.stdout, selectors.EVENT_READ)
+            selector.register(process.stderr, selectors.EVENT_READ)
+            while selector.get_map():
+                for key, _ in selector.select():
+                    chunk = os.read(key.fd, 1 << 16)
+                    if not chunk:
+                        selector.unregister(key.fileobj)
+                    elif key.fileobj is process.stderr:
+                        err = (err + chunk)[-STDERR_TAIL:]
+                    else:
+                        out += chunk
+                        if len(out) > limit:
+                            process.kill()
+                            raise RunStopped(f"the run's reply passed {limit:,} bytes (the explorer's bound on a "
+                                             "run's PNGs and their labels), so it was stopped; lower 'batch' or "
+                                             "the size")
+    return out, err  # not copied: it may hold MAX_OUTPUT_BYTES
 
 
 def _limit_memory(extra: int) -> None:
@@ -289,20 +338,27 @@ def _limit_memory(extra: int) -> None:
 
 
 def child() -> None:
-    """A run's process: reads (path, config, memory) pickled from stdin and writes the pickled reply to stdout:
-    ("ok", [(png, label, width, height), ...]) for the first batch of ``config``, ("refused", message) for a
-    PicPacError, ("failed", message) for anything else."""
-    path, config, memory = pickle.load(sys.stdin.buffer)
+    """A run's process: reads (path, config, memory, output bytes) pickled from stdin and writes the pickled
+    reply to stdout: ("ok", [(png, label, width, height), ...]) for the first batch of ``config``, ("refused",
+    message) for a PicPacError or PNGs of more than ``output`` bytes, ("failed", message) for anything else."""
+    path, config, memory, output = pickle.load(sys.stdin.buffer)
     out, sys.stdout = sys.stdout.buffer, sys.stderr  # stdout carries the reply alone
     try:
         _limit_memory(memory)
         with ImageStream(path, **config) as stream:
             images, labels, _ = next(iter(stream))
             images = np.asarray(images)
-        outputs = []
+        outputs, total = [], 0
         for image, label in zip(images, labels):
+            png = encode_png(image)
+            total += len(png)
+            if total > output:
+                raise PicPacError(f"the run's PNGs add up to {total:,} bytes after {len(outputs) + 1} of "
+                                  f"{len(images)} samples, more than the explorer's {output >> 20:,} MiB per run; "
+                                  "lower 'batch' or the size (the estimate before a run does not see a size step "
+                                  "after a pixel step inside sometimes, some_of or one_of)")
             label = np.asarray(label)
-            outputs.append((encode_png(image), float(label) if label.ndim == 0 else f"array {label.shape}",
+            outputs.append((png, float(label) if label.ndim == 0 else f"array {label.shape}",
                             image.shape[1], image.shape[0]))
         reply: tuple[str, Any] = ("ok", outputs)
     except Exception as exc:
