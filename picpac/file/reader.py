@@ -63,7 +63,7 @@ class Record:
         return f"Record(index={self.index}, label={self.label}, group={self.group}, {sizes})"
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, nbytes: int) -> np.ndarray:
+def gather_rows(data: np.ndarray, starts: np.ndarray, nbytes: int) -> np.ndarray:
     """Rows of ``nbytes`` bytes of ``data`` starting at ``starts`` (each within ``data``), copied at once."""
     if not len(starts):
         return np.empty((0, nbytes), np.uint8)
@@ -335,7 +335,7 @@ class Reader(BaseReader):
             short = 0 <= sizes[i] < RECORD_HEAD.size
             problems[i] = "has a damaged layout" if short else "lies past the end of the file"
         head = np.zeros((len(records), RECORD_HEAD.size), np.uint8)
-        head[fine] = _gather(data, offsets[fine], RECORD_HEAD.size)
+        head[fine] = gather_rows(data, offsets[fine], RECORD_HEAD.size)
         nfields = head[:, 0:2].copy().view("<u2")[:, 0].astype(np.int64)
         meta = head[:, 4:8].copy().view("<u4")[:, 0].astype(np.int64)
         position = offsets + RECORD_HEAD.size + FIELD_ENTRY_SIZE * nfields + meta
@@ -343,7 +343,7 @@ class Reader(BaseReader):
         wanted = self.fields.index(field) if field in self.fields else -1
         for k in range(int(nfields[fine].max(initial=0))):
             chosen = np.flatnonzero(fine & (nfields > k))
-            entry = _gather(data, offsets[chosen] + RECORD_HEAD.size + FIELD_ENTRY_SIZE * k, FIELD_ENTRY_SIZE)
+            entry = gather_rows(data, offsets[chosen] + RECORD_HEAD.size + FIELD_ENTRY_SIZE * k, FIELD_ENTRY_SIZE)
             ids = entry[:, 0:4].copy().view("<u4")[:, 0]
             size = np.minimum(entry[:, 4:12].copy().view("<u8")[:, 0], np.uint64(end)).astype(np.int64)
             fine[chosen[ids >= len(self.fields)]] = False  # a field id the metadata does not name, as r[i] says
@@ -458,7 +458,7 @@ class Reader(BaseReader):
                 raise PicPacError(f"{self.path}: the Reader is closed")
             self.check_file()
             source = self._bytes
-        return _gather(source, np.asarray(starts, np.int64), nbytes)
+        return gather_rows(source, np.asarray(starts, np.int64), nbytes)
 
     def prefetch(self, records: np.ndarray) -> None:
         """Ask the kernel to read the bytes of ``records`` into the page cache now, in the background

@@ -27,7 +27,7 @@ from ..file.frames import (RECORD_FRAME, RECORD_FRAME_DTYPE, RECORD_MAGIC, metad
                            record_frame)
 from ..file.layout import (EMPTY_COMMIT, HEADER_SIZE, INDEX_DTYPE, SLOT_OFFSETS, Commit, HeaderState, crc32,
                            index_offset_after, pack_header, read_commit, read_header)
-from ..file.reader import _gather
+from ..file.reader import gather_rows
 from ..file.writer import lock_replaced, open_locked
 from ..stores.base import output_errors
 
@@ -150,7 +150,7 @@ def _framed(buf: mmap.mmap, index: np.ndarray, offsets: np.ndarray, size: int) -
     starts = offsets - RECORD_FRAME.size
     inside = (starts >= HEADER_SIZE) & (offsets <= size)
     heads = np.zeros(len(index), RECORD_FRAME_DTYPE)
-    heads[inside] = _gather(np.frombuffer(buf, np.uint8), starts[inside], RECORD_FRAME.size) \
+    heads[inside] = gather_rows(np.frombuffer(buf, np.uint8), starts[inside], RECORD_FRAME.size) \
         .view(RECORD_FRAME_DTYPE)[:, 0]
     return (inside & (heads["magic"] == RECORD_MAGIC) & (heads["size"] == index["size"])
             & (heads["checksum"] == index["checksum"]))
