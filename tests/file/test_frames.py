@@ -6,8 +6,8 @@ import math
 import numpy as np
 
 import picpac
-from picpac.file.frames import (METADATA_FRAME, RECORD_FRAME, RECORD_FRAME_DTYPE, RecordFrame, encode_metadata, framed, metadata_frame,
-                                read_metadata_frame, read_record_frame, record_frame)
+from picpac.file.frames import (METADATA_FRAME, RECORD_FRAME, RECORD_FRAME_DTYPE, RecordFrame, encode_metadata, framed,
+                                metadata_frame, read_metadata_frame, read_record_frame, record_frame)
 from picpac.file.layout import NO_GROUP
 
 

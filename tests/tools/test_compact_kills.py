@@ -75,7 +75,8 @@ def test_compacts_beside_an_appender_never_lose_a_committed_record(tmp_path):
             for proc in pair:
                 _, err = proc.communicate(timeout=60)
                 assert proc.returncode in (0, 2, -signal.SIGKILL), err
-                assert proc.returncode != 2 or "a Writer (or another picpac compact) holds this database's lock" in err, err
+                busy = "a Writer (or another picpac compact) holds this database's lock"
+                assert proc.returncode != 2 or busy in err, err
                 outcomes.append(proc.returncode)
     finally:
         stop.touch()
