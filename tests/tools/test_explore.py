@@ -515,3 +515,15 @@ def test_a_cached_config_is_answered_without_its_cost_estimate(server, monkeypat
     first = server.text(text)
     assert server.text(text) == first and len(re.findall(r'<img src="/augment/', first)) == 1
     assert len(estimates) == 1 and augmenter.started == started + 1
+
+
+def test_without_proc_a_run_is_capped_at_a_fixed_size(tmp_path):
+    """Where /proc/self/status is not there (not Linux), a run's memory cap does not count what it holds at its
+    start: it is START_BYTES plus its allowance."""
+    code = ("import resource\nfrom picpac.tools.explore import augment\n"
+            f"augment._limit_memory(64 << 20, status={str(tmp_path / 'status')!r})\n"
+            "print(resource.getrlimit(resource.RLIMIT_DATA)[0], augment.START_BYTES + (64 << 20))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    limit, expected = out.stdout.split()
+    assert limit == expected

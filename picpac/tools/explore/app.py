@@ -98,9 +98,13 @@ class Explorer:
         return HTMLResponse(render(name, db_name=self.name, **values), status_code=status)
 
 
+def _integral(value: float) -> bool:
+    return math.isfinite(value) and value == int(value)
+
+
 def _label_text(value: float) -> str:
     """``3`` for an integral label, else the float as Python writes it (``0.5``, ``nan``, ``inf``)."""
-    return str(int(value)) if math.isfinite(value) and value == int(value) else repr(value)
+    return str(int(value)) if _integral(value) else repr(value)
 
 
 def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None,
@@ -151,14 +155,13 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         i = ex.record_id(request)
         reader = ex.reader
         entry = reader.index[i]
-        group = int(entry["group"])
-        info = {"label": _label_text(float(entry["label"])), "name": None, "group": None if group == NO_GROUP else group,
+        group, label = int(entry["group"]), float(entry["label"])
+        info = {"label": _label_text(label), "name": None, "group": None if group == NO_GROUP else group,
                 "offset": int(entry["offset"]), "size": int(entry["size"]), "checksum": f"{int(entry['checksum']):08x}",
                 "fields": [], "meta": "", "annotation": None}
         classes = reader.classes
-        label = float(entry["label"])
-        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and math.isfinite(label) \
-                and label == int(label) and 0 <= label < len(classes):
+        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and _integral(label) \
+                and 0 <= label < len(classes):
             info["name"] = classes[int(label)] or None
         error = None
         try:

@@ -57,6 +57,10 @@ MAX_SECONDS = 30.0
 """A run's time limit: past it, its process is killed."""
 MAX_RUN_BYTES = 2 << 30
 """The memory a run's process may allocate beyond what it holds when it starts."""
+START_BYTES = 1 << 30
+"""What a run's process is taken to hold at its start where /proc does not say."""
+RUN_THREADS = 2
+"""OpenCV's threads in a run's process (each thread's stack counts in its memory cap)."""
 LOCK_WAIT = 30.0
 """How long a request waits for the run before it to end."""
 _POLL = 0.05
@@ -328,10 +332,14 @@ def exchange(process: subprocess.Popen, message: bytes, limit: int) -> tuple[byt
     return out, err  # not copied: it may hold MAX_OUTPUT_BYTES
 
 
-def _limit_memory(extra: int) -> None:
-    """Cap this process's data (heap and private maps: every array) at what it holds now plus ``extra``."""
-    with open("/proc/self/status") as f:
-        held = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+def _limit_memory(extra: int, status: str = "/proc/self/status") -> None:
+    """Cap this process's data (heap and private maps: every array) at what it holds now (VmData of ``status``;
+    START_BYTES where that is not there) plus ``extra``."""
+    try:
+        with open(status) as f:
+            held = next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmData:"))
+    except (OSError, StopIteration):
+        held = START_BYTES
     soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
     limit = held + extra if hard == resource.RLIM_INFINITY else min(held + extra, hard)
     resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
@@ -344,6 +352,7 @@ def child() -> None:
     path, config, memory, output = pickle.load(sys.stdin.buffer)
     out, sys.stdout = sys.stdout.buffer, sys.stderr  # stdout carries the reply alone
     try:
+        cv2.setNumThreads(RUN_THREADS)
         _limit_memory(memory)
         with ImageStream(path, **config) as stream:
             images, labels, _ = next(iter(stream))
