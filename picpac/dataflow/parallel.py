@@ -15,7 +15,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 
 from ..engine.processes import METHODS, OK, ProcessPool, pack_recipe, worker_index
-from ..engine.threads import ordered_map
+from ..engine.threads import check_timeout, ordered_map
 from ..errors import PicPacValueError
 from .base import (DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow, enter_worker_process,
                    new_entropy, worker_path, worker_scope)
@@ -121,14 +121,16 @@ class _RunnerRecipe(WorkerRecipe):
 
 
 class _ProcessRunner(ProcessOwner, ProxyDataFlow):
-    def __init__(self, ds: DataFlow, num_proc: int, prefetch: int, start_method: str):
+    def __init__(self, ds: DataFlow, num_proc: int, prefetch: int, start_method: str, timeout: float | None):
         super().__init__(ds)
         if int(num_proc) < 1 or int(prefetch) < 1:
             raise PicPacValueError(f"{type(self).__name__}: num_proc and the prefetch size must be >= 1, "
                                    f"got {num_proc} and {prefetch}")
         self.num_proc, self._prefetch = int(num_proc), int(prefetch)
         self._method = check_method(start_method, type(self).__name__)
-        self._per = max(1, self._prefetch // (4 * self.num_proc))  # datapoints asked for at once
+        self._timeout = check_timeout(timeout, f"{type(self).__name__}: ")
+        # datapoints asked for at once; one with a timeout, which then bounds one datapoint's work
+        self._per = 1 if timeout is not None else max(1, self._prefetch // (4 * self.num_proc))
         try:
             self._size = len(ds)
         except NotImplementedError:
@@ -144,7 +146,8 @@ class _ProcessRunner(ProcessOwner, ProxyDataFlow):
         self._claim_reset()
         who = type(self).__name__
         recipe = pack_recipe(_RunnerRecipe(self.ds, who), self._method, who, "the DataFlow")
-        self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}")
+        self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}",
+                                 timeout=self._timeout)
 
     def _top_up(self) -> None:
         pool = self._pool
@@ -191,26 +194,29 @@ class MultiProcessRunner(_ProcessRunner):
     Differences from tensorpack: the workers start in ``reset_state()`` (tensorpack forks in
     ``__init__``), which may be called only once; ``start_method`` is ``'fork'`` (tensorpack's) or
     ``'spawn'`` (``ds`` is then pickled); an error in a worker reaches the consumer, a dead worker is an
-    error at once, and ``close()`` stops them all.
+    error at once, and ``close()`` stops them all. With ``timeout`` (seconds) a worker that sends no
+    datapoint for that long (stopped, stuck) is a :class:`picpac.WorkerTimeoutError` naming it, and the
+    flow stops; the workers are then asked for one datapoint at a time.
     """
 
     def __init__(self, ds: DataFlow, num_prefetch: int | None = None, num_proc: int | None = None,
-                 nr_prefetch: int | None = None, nr_proc: int | None = None, *, start_method: str = "fork"):
+                 nr_prefetch: int | None = None, nr_proc: int | None = None, *, start_method: str = "fork",
+                 timeout: float | None = None):
         num_prefetch = nr_prefetch if nr_prefetch is not None else num_prefetch
         num_proc = nr_proc if nr_proc is not None else num_proc
         if num_prefetch is None or num_proc is None:
             raise TypeError("MultiProcessRunner needs num_prefetch and num_proc")
-        super().__init__(ds, num_proc, num_prefetch, start_method)
+        super().__init__(ds, num_proc, num_prefetch, start_method, timeout)
 
 
 class MultiProcessRunnerZMQ(_ProcessRunner):
     """:class:`MultiProcessRunner` with tensorpack's ZMQ signature: ``hwm`` bounds the datapoints fetched
     ahead. The transport is picpac's process engine (pipes), not ZMQ; the workers start in
-    ``reset_state()``, as in tensorpack."""
+    ``reset_state()``, as in tensorpack. ``timeout``: as for :class:`MultiProcessRunner`."""
 
     def __init__(self, ds: DataFlow, num_proc: int = 1, hwm: int = 50, nr_proc: int | None = None, *,
-                 start_method: str = "fork"):
-        super().__init__(ds, nr_proc if nr_proc is not None else num_proc, hwm, start_method)
+                 start_method: str = "fork", timeout: float | None = None):
+        super().__init__(ds, nr_proc if nr_proc is not None else num_proc, hwm, start_method, timeout)
 
 
 PrefetchData = MultiProcessPrefetchData = MultiProcessRunner
@@ -223,11 +229,13 @@ class MultiThreadRunner(DataFlow):
     they come (the distribution of one flow's data, as with :class:`MultiProcessRunner`; with one thread
     the flow itself, in order). A pass is ``len()`` of the first flow; at most about ``num_prefetch``
     datapoints are fetched ahead. ``get_df`` must return a new flow at each call. A flow's error reaches
-    the consumer with its traceback; ``close()`` stops and joins the threads.
+    the consumer with its traceback; ``close()`` stops and joins the threads. With ``timeout`` (seconds) a
+    thread that gives no datapoint for that long is a :class:`picpac.WorkerTimeoutError` naming it, and the
+    flow stops (the stuck thread ends when its call returns); the threads then make one datapoint at a time.
     """
 
     def __init__(self, get_df: Callable[[], DataFlow], num_prefetch: int | None = None, num_thread: int | None = None,
-                 nr_prefetch: int | None = None, nr_thread: int | None = None):
+                 nr_prefetch: int | None = None, nr_thread: int | None = None, *, timeout: float | None = None):
         num_prefetch = nr_prefetch if nr_prefetch is not None else num_prefetch
         num_thread = nr_thread if nr_thread is not None else num_thread
         if num_prefetch is None or num_thread is None:
@@ -236,7 +244,8 @@ class MultiThreadRunner(DataFlow):
             raise PicPacValueError(f"MultiThreadRunner: num_prefetch and num_thread must be >= 1, got "
                                    f"{num_prefetch} and {num_thread}")
         self.num_thread = int(num_thread)
-        self._per = max(1, int(num_prefetch) // self.num_thread)
+        self._timeout = check_timeout(timeout, "MultiThreadRunner: ")
+        self._per = 1 if timeout is not None else max(1, int(num_prefetch) // self.num_thread)
         self.df_lists = [get_df() for _ in range(self.num_thread)]
         if len({id(d) for d in self.df_lists}) != len(self.df_lists):
             raise PicPacValueError("MultiThreadRunner: get_df() returned the same DataFlow twice; it must make a "
@@ -279,7 +288,7 @@ class MultiThreadRunner(DataFlow):
             while free:
                 yield free.popleft()
         self._engine = ordered_map(work, feed(), self.num_thread, self.num_thread, name="picpac-MultiThreadRunner",
-                                   ordered=False)
+                                   ordered=False, timeout=self._timeout)
 
     def __iter__(self) -> Iterator:
         if self._closed:
@@ -298,8 +307,8 @@ class MultiThreadRunner(DataFlow):
                 if not self._fetched:
                     if self._engine is None:
                         raise DataFlowError("MultiThreadRunner was closed while it was iterated")
-                    _, outcome = next(self._engine)
                     try:
+                        _, outcome = next(self._engine)  # a stuck thread raises here
                         index, dps = outcome.get()
                     except BaseException as exc:
                         self._failure = exc

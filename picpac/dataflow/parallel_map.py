@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..engine.processes import ProcessPool, pack_recipe, pool_map
-from ..engine.threads import ordered_map
+from ..engine.threads import check_timeout, ordered_map
 from ..errors import PicPacValueError
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow
 from .common import BatchData
@@ -61,8 +61,10 @@ class _Mapper:
 
 
 class _ParallelMapData(ProxyDataFlow):
-    def __init__(self, ds: DataFlow, buffer_size: int, strict: bool, map_func: Callable[[Any], Any] | None):
+    def __init__(self, ds: DataFlow, buffer_size: int, strict: bool, map_func: Callable[[Any], Any] | None,
+                 timeout: float | None):
         super().__init__(ds)
+        self._timeout = check_timeout(timeout, f"{type(self).__name__}: ")
         if map_func is None or not callable(map_func):
             raise PicPacValueError(f"{type(self).__name__} needs a callable map_func, got {map_func!r}")
         if strict:
@@ -135,14 +137,18 @@ class _ParallelMapData(ProxyDataFlow):
 
 class MultiThreadMapData(_ParallelMapData):
     """``MapData(ds, map_func)`` with ``map_func`` on ``num_thread`` threads (see the module's notes on
-    ``strict``). Threads start at the first ``__iter__`` after ``reset_state()``; ``close()`` joins them."""
+    ``strict``). Threads start at the first ``__iter__`` after ``reset_state()``; ``close()`` joins them. With
+    ``timeout`` (seconds) a ``map_func`` call that has run that long when the consumer waits is a
+    :class:`picpac.WorkerTimeoutError` naming its thread, and the flow stops until ``reset_state()`` (the
+    stuck thread ends when its call returns)."""
 
     def __init__(self, ds: DataFlow, num_thread: int | None = None, map_func: Callable[[Any], Any] | None = None,
-                 buffer_size: int = 200, strict: bool = False, nr_thread: int | None = None):
+                 buffer_size: int = 200, strict: bool = False, nr_thread: int | None = None, *,
+                 timeout: float | None = None):
         num_thread = nr_thread if nr_thread is not None else num_thread
         if num_thread is None or int(num_thread) < 1:
             raise PicPacValueError(f"MultiThreadMapData: num_thread must be >= 1, got {num_thread}")
-        super().__init__(ds, buffer_size, strict, map_func)
+        super().__init__(ds, buffer_size, strict, map_func, timeout)
         self.num_thread = int(num_thread)
         self._closed = False
         self._failure: BaseException | None = None
@@ -157,7 +163,7 @@ class MultiThreadMapData(_ParallelMapData):
 
     def _start(self, items: Iterator) -> Iterator:
         return ordered_map(_Mapper(self.map_func), items, self.num_thread, self._buffer_size,
-                           name="picpac-MultiThreadMapData", ordered=self._strict)
+                           name="picpac-MultiThreadMapData", ordered=self._strict, timeout=self._timeout)
 
     def _fail(self, exc: BaseException) -> None:
         self._failure = exc
@@ -192,15 +198,17 @@ class MultiProcessMapData(ProcessOwner, _ParallelMapData):
     """``MapData(ds, map_func)`` with ``map_func`` in ``num_proc`` worker processes (see the module's notes
     on ``strict``). ``ds`` is iterated in this process; datapoints and results are pickled to and from the
     workers. The workers start in ``reset_state()`` (once only). ``start_method='fork'`` (tensorpack's,
-    the default) inherits ``map_func``; ``'spawn'`` pickles it, so it must be importable."""
+    the default) inherits ``map_func``; ``'spawn'`` pickles it, so it must be importable. With ``timeout``
+    (seconds) a worker that sends no result for that long (stopped, stuck) is a
+    :class:`picpac.WorkerTimeoutError` naming it, and the flow stops."""
 
     def __init__(self, ds: DataFlow, num_proc: int | None = None, map_func: Callable[[Any], Any] | None = None,
                  buffer_size: int = 200, strict: bool = False, nr_proc: int | None = None, *,
-                 start_method: str = "fork"):
+                 start_method: str = "fork", timeout: float | None = None):
         num_proc = nr_proc if nr_proc is not None else num_proc
         if num_proc is None or int(num_proc) < 1:
             raise PicPacValueError(f"{type(self).__name__}: num_proc must be >= 1, got {num_proc}")
-        _ParallelMapData.__init__(self, ds, buffer_size, strict, map_func)
+        _ParallelMapData.__init__(self, ds, buffer_size, strict, map_func, timeout)
         self.num_proc = int(num_proc)
         self._method = check_method(start_method, type(self).__name__)
 
@@ -209,7 +217,7 @@ class MultiProcessMapData(ProcessOwner, _ParallelMapData):
         self.ds.reset_state()
         who = type(self).__name__
         self._pool = ProcessPool(pack_recipe(_MapRecipe(self.map_func), self._method, who, "map_func"), self.num_proc,
-                                 self._method, shaped=False, name=f"picpac-{who}")
+                                 self._method, shaped=False, name=f"picpac-{who}", timeout=self._timeout)
         self._begin()
 
     def _start(self, items: Iterator) -> Iterator:
@@ -266,10 +274,13 @@ class MultiProcessMapAndBatchData(ProcessOwner, ProxyDataFlow):
     (remainders are not produced); with more, batches group datapoints in any order and across passes.
     ``ds`` is repeated forever, so ``__iter__`` never ends; ``len()`` is ``len(ds) // batch_size``. About
     ``buffer_size`` datapoints are in flight. An exception in ``map_func`` reaches the consumer (its type,
-    the worker's traceback) and stops the flow: a worker's partial batch cannot be trusted after it."""
+    the worker's traceback) and stops the flow: a worker's partial batch cannot be trusted after it. With
+    ``timeout`` (seconds) a worker that sends nothing for that long is a :class:`picpac.WorkerTimeoutError`
+    naming it, and the flow stops; the workers are then handed one datapoint at a time (a worker replies
+    to each, with the batches it completed), so that the timeout bounds one ``map_func`` call."""
 
     def __init__(self, ds: DataFlow, num_proc: int, map_func: Callable[[Any], Any], batch_size: int,
-                 buffer_size: int = 1024, *, start_method: str = "fork"):
+                 buffer_size: int = 1024, *, start_method: str = "fork", timeout: float | None = None):
         super().__init__(ds)
         if int(num_proc) < 1 or int(batch_size) < 1:
             raise PicPacValueError(f"MultiProcessMapAndBatchData: num_proc and batch_size must be >= 1, got "
@@ -280,6 +291,7 @@ class MultiProcessMapAndBatchData(ProcessOwner, ProxyDataFlow):
         self.num_proc, self.map_func = int(num_proc), map_func
         self.batch_size, self.buffer_size = int(batch_size), int(buffer_size)
         self._method = check_method(start_method, "MultiProcessMapAndBatchData")
+        self._timeout = check_timeout(timeout, "MultiProcessMapAndBatchData: ")
         self._engine: Iterator | None = None
         self._guard = DataFlowReentrantGuard("MultiProcessMapAndBatchData")
 
@@ -291,14 +303,15 @@ class MultiProcessMapAndBatchData(ProcessOwner, ProxyDataFlow):
         self.ds.reset_state()
         who = "MultiProcessMapAndBatchData"
         recipe = pack_recipe(_MapBatchRecipe(self.map_func, self.batch_size), self._method, who, "map_func")
-        self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}")
+        self._pool = ProcessPool(recipe, self.num_proc, self._method, shaped=False, name=f"picpac-{who}",
+                                 timeout=self._timeout)
         source = forever(self.ds, who)
-        size = self.batch_size
+        size = 1 if self._timeout is not None else self.batch_size  # datapoints per task
 
         def chunks() -> Iterator[list]:
             while True:
                 yield [next(source) for _ in range(size)]
-        self._engine = pool_map(self._pool, chunks(), max(1, self.buffer_size // self.batch_size), ordered=False)
+        self._engine = pool_map(self._pool, chunks(), max(1, self.buffer_size // size), ordered=False)
 
     def __iter__(self) -> Iterator:
         self._check_usable()

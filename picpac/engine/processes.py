@@ -12,8 +12,8 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
   worker's pipe is full the consumer takes in the results that wait on every pipe, for the worker may
   be blocked writing one (large items and results both ways fill the pipes, and a consumer blocked
   writing while the worker is blocked writing back would wait for ever). With ``timeout`` every wait
-  is bounded: a worker that sends nothing for that long (stopped, stuck in a native call, waiting on
-  a dead mount) is a :class:`WorkerTimeoutError` naming it;
+  is bounded: a worker with replies due that sends nothing for that long (stopped, stuck in a native
+  call, waiting on a dead mount) is a :class:`WorkerTimeoutError` naming it, whatever the others send;
 * ``shared_batches.SharedBatches`` has the workers write each result array straight into a ring
   of batch buffers in one POSIX shared-memory block (``shared_memory.SharedBlock``); the consumer
   gets NumPy views of whole batches, so image arrays are never pickled;
@@ -57,7 +57,7 @@ import numpy as np
 
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 from .shared_memory import SharedBlock
-from .threads import Outcome
+from .threads import Outcome, check_timeout
 
 METHODS = ("spawn", "fork")
 PER_WORKER = 64
@@ -241,6 +241,10 @@ def _teardown(state: _State, grace: float = 0.2) -> None:
     for p in procs:
         if p.exitcode is None:
             p.terminate()
+            try:  # a stopped worker (SIGSTOP) takes the SIGTERM only once it runs again
+                os.kill(p.pid, signal.SIGCONT)
+            except OSError:
+                pass
     for p in procs:
         p.join(1.0)
         if p.exitcode is None:
@@ -304,9 +308,9 @@ class ProcessPool:
     back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
     workers and free the shared memory. ``probe`` (``fork`` only; None: none) runs first in every
     worker: one still in it after ``PROBE_TIMEOUT`` seconds is taken for deadlocked by a lock copied
-    locked at the fork, and forked again. ``timeout`` (seconds, None: no limit) bounds every wait for a
-    worker: for a reply, and for room in its pipe; past it, :class:`WorkerTimeoutError` names the worker,
-    and the pool must be closed.
+    locked at the fork, and forked again. ``timeout`` (seconds, None: no limit) bounds every wait (for a
+    reply, for room in a pipe): a worker with replies due that has sent nothing for that long, since it was
+    given work while idle, is a :class:`WorkerTimeoutError` naming it, and the pool must be closed.
     """
 
     def __init__(self, recipe: Any, workers: int, method: str = "spawn", shaped: bool = True,
@@ -314,15 +318,15 @@ class ProcessPool:
                  timeout: float | None = None):
         if workers < 1:
             raise PicPacValueError(f"workers must be >= 1, got {workers}")
-        if timeout is not None and not 0 < timeout < math.inf:
-            raise PicPacValueError(f"timeout must be None or a number of seconds > 0, got {timeout!r}")
+        check_timeout(timeout)
         payload = recipe if isinstance(recipe, bytes) and method == "spawn" else pack_recipe(recipe, method)
         self.workers, self.method, self.name, self.timeout = workers, method, name, timeout
         self._state = _State()
         self._finalizer = weakref.finalize(self, _teardown, self._state)
         self._load = [0] * workers
         self._ready = [False] * workers
-        self._heard = [0.0] * workers  # when each worker last sent anything
+        self._heard = [0.0] * workers  # when each worker last sent anything (or was started, or given work idle)
+        self._due = [0] * workers  # tasks sent to each worker whose reply is not in
         self._probed = [False] * workers
         self._owner: dict[int, int] = {}  # seq -> worker, for the tasks not collected yet
         self._done: dict[int, tuple] = {}
@@ -354,6 +358,7 @@ class ProcessPool:
         p = self._context.Process(target=_worker, name=f"{self.name}-{i}", daemon=True,
                                   args=(i, theirs, payload, parent, main, inherited, shaped, probe))
         self._start(p, main)
+        self._heard[i] = time.monotonic()
         theirs.close()
         sock = socket.socket(fileno=os.dup(ours.fileno()))
         sock.setblocking(True)  # the fd's flags are ours' too: only a send's MSG_DONTWAIT may skip the wait
@@ -451,15 +456,17 @@ class ProcessPool:
         """Hand ``item`` to the least loaded worker; returns its number for ``result()``."""
         seq = next(self._seq)
         i = min(range(self.workers), key=self._load.__getitem__)
+        if not self._due[i]:  # an idle worker's silence counts from now
+            self._heard[i] = time.monotonic()
+        self._due[i] += 1
         self._send(i, (TASK, seq, item, slot))
         self._load[i] += 1
         self._owner[seq] = i
         return seq
 
     def result(self, seq: int) -> tuple:
-        since = time.monotonic()
         while seq not in self._done:
-            self._poll(since, self._owner[seq])
+            self._poll()
         self._load[self._owner.pop(seq)] -= 1
         return self._done.pop(seq)
 
@@ -468,9 +475,8 @@ class ProcessPool:
         collect it with ``result()``."""
         if not self._owner:
             raise PicPacError("no task in flight to wait for")
-        since = time.monotonic()
         while not self._done:
-            self._poll(since, self._owner[next(iter(self._owner))])  # named when late: the oldest task's
+            self._poll()
         return next(iter(self._done))
 
     def drain(self) -> None:
@@ -480,19 +486,21 @@ class ProcessPool:
 
     def _send(self, i: int, message: Any) -> None:
         """Send ``message`` to worker ``i``, taking in replies while its pipe is full (see the module's notes)."""
-        data, sock, since = memoryview(_frame(message)), self._socks[i], time.monotonic()
+        data, sock = memoryview(_frame(message)), self._socks[i]
         while data:
             try:
                 data = data[_send_now(sock, data):]
             except OSError:
                 self._died(i)
             if data:
-                self._poll(since, i, sock)
+                self._poll(sock)
 
-    def _poll(self, since: float, who: int, writing: socket.socket | None = None) -> None:
+    def _poll(self, writing: socket.socket | None = None) -> None:
         """Wait until a reply is in (handled), a worker died (raised), or ``writing`` has room; a
-        WorkerTimeoutError when worker ``who`` has sent nothing for ``timeout`` seconds since ``since``."""
-        wait = None if self.timeout is None else max(0.0, self._late(since, who))
+        WorkerTimeoutError when a worker with replies due has sent nothing for ``timeout`` seconds (its
+        pipe is read first, so one blocked writing to this process is never taken for silent)."""
+        who = self._latest()
+        wait = None if who is None else max(0.0, self._late(who))
         with _Selector() as selector:
             for conn in self._conns:
                 selector.register(conn, selectors.EVENT_READ)
@@ -507,7 +515,8 @@ class ProcessPool:
         for sentinel in ready:
             if isinstance(sentinel, int):
                 self._died(self._sentinels[sentinel])
-        if self.timeout is not None and self._late(since, who) <= 0:
+        who = self._latest()
+        if who is not None and self._late(who) <= 0:
             limit, state = self._limit(who), _process_state(self._state.procs[who].pid)
             if not self._ready[who]:
                 raise WorkerTimeoutError(f"{self._who(who)} did not start within {limit:g} s (timeout={self.timeout:g}, "
@@ -517,12 +526,17 @@ class ProcessPool:
                 f"{self._who(who)} sent nothing for {limit:g} s (timeout={self.timeout:g}){state}: it is stopped, stuck "
                 "in a native call or waiting on a dead mount; raise timeout if its work is this slow")
 
+    def _latest(self) -> int | None:
+        """With a timeout, the worker with replies due that is nearest to being late (None: none)."""
+        busy = [i for i in range(self.workers) if self._due[i]] if self.timeout is not None else []
+        return min(busy, key=self._late, default=None)
+
     def _limit(self, who: int) -> float:
         return self.timeout if self._ready[who] else max(self.timeout, START_TIMEOUT)
 
-    def _late(self, since: float, who: int) -> float:
-        """Seconds left before worker ``who``, silent since ``since`` or its last message, is late."""
-        return max(since, self._heard[who]) + self._limit(who) - time.monotonic()
+    def _late(self, who: int) -> float:
+        """Seconds left before worker ``who``, silent since its last message (or being given work), is late."""
+        return self._heard[who] + self._limit(who) - time.monotonic()
 
     def _drain(self, i: int) -> None:
         """Handle every message waiting on worker ``i``'s pipe."""
@@ -539,6 +553,8 @@ class ProcessPool:
     def _handle(self, i: int, message: tuple) -> None:
         self._heard[i] = time.monotonic()
         kind = message[0]
+        if kind in (OK, ERROR):
+            self._due[i] -= 1
         if kind == OK:
             self._done[message[1]] = (OK, message[2], message[3])
         elif kind == ERROR:

@@ -8,6 +8,8 @@ Work that holds the GIL (user Python code) needs processes instead: see ``proces
 """
 from __future__ import annotations
 
+import math
+import numbers
 import threading
 import time
 from collections import deque
@@ -36,9 +38,17 @@ class Outcome(Generic[R]):
         return self.value
 
 
+def check_timeout(timeout: Any, who: str = "") -> float | None:
+    """``timeout`` when it is None or a number of seconds > 0, else a PicPacValueError (prefixed by ``who``)."""
+    if timeout is not None and (not isinstance(timeout, numbers.Real) or isinstance(timeout, bool)
+                                or not 0 < timeout < math.inf):
+        raise PicPacValueError(f"{who}timeout must be None or a number of seconds > 0, got {timeout!r}")
+    return timeout
+
+
 class _Chunk:
     """Items handed to a thread at once, their future, and the chunk's progress: the thread that runs it
-    and when it last began an item (``time.monotonic()``), so that a slow chunk is told from a stuck item."""
+    and when it began its current item (``time.monotonic()``), so that a slow chunk is told from a stuck item."""
 
     __slots__ = ("items", "future", "thread", "moved")
 
@@ -47,7 +57,8 @@ class _Chunk:
 
 
 def _run_chunk(work: Callable[[T], R], chunk: _Chunk) -> list[Outcome[R]]:
-    chunk.thread = threading.current_thread().name  # named if it is late
+    chunk.moved = time.monotonic()
+    chunk.thread = threading.current_thread().name  # named if it is late; after moved, which it dates
     outcomes = []
     for item in chunk.items:
         chunk.moved = time.monotonic()
@@ -58,10 +69,12 @@ def _run_chunk(work: Callable[[T], R], chunk: _Chunk) -> list[Outcome[R]]:
     return outcomes
 
 
-def _next_done(watched: list[_Chunk], timeout: float | None, name: str) -> int:
-    """The index in ``watched`` of a chunk that is done, waiting for one; a WorkerTimeoutError naming the
-    thread when a chunk's item has run for ``timeout`` seconds of this wait (a chunk not started yet is
-    judged by the wait alone)."""
+def _next_done(pending: deque[_Chunk], ordered: bool, timeout: float | None, name: str) -> int:
+    """The index in ``pending`` of the chunk to yield next (the first; unordered, the first done), waiting
+    for it; a WorkerTimeoutError naming the thread when an item of any pending chunk has run for
+    ``timeout`` seconds meanwhile (a thread never waits on the consumer, so its item's age is its own),
+    or when no chunk has started in ``timeout`` seconds of this wait."""
+    watched = [pending[0]] if ordered else pending
     since = time.monotonic()
     while True:
         done = next((k for k, c in enumerate(watched) if c.future.done()), None)
@@ -69,9 +82,9 @@ def _next_done(watched: list[_Chunk], timeout: float | None, name: str) -> int:
             return done
         wait_for = None
         if timeout is not None:
-            started = [c for c in watched if c.thread is not None]
-            oldest = min(started, key=lambda c: c.moved, default=None)
-            wait_for = max(since, oldest.moved if oldest else since) + timeout - time.monotonic()
+            running = [c for c in pending if c.thread is not None and not c.future.done()]
+            oldest = min(running, key=lambda c: c.moved, default=None)
+            wait_for = (oldest.moved if oldest else since) + timeout - time.monotonic()
             if wait_for <= 0:
                 who = f"thread {oldest.thread}" if oldest else f"the {name} threads (each one busy)"
                 raise WorkerTimeoutError(f"{who} gave no result for {timeout:g} s (timeout={timeout:g}): its work is "
@@ -89,13 +102,14 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
     what is queued and joins the threads; a running chunk finishes first. ``ordered=False`` yields
     each chunk as soon as it is done instead (completion order, the same window). Items are taken
     from ``items`` lazily, in the consumer's thread, only when a chunk is submitted. With ``timeout``
-    (seconds) an item that has run that long while the consumer waits for its chunk (or, unordered, for
-    any chunk) is a :class:`WorkerTimeoutError` naming the thread: the bound is per item, a chunk of slow
+    (seconds) a wait of the consumer is a :class:`WorkerTimeoutError` naming the thread once an item in
+    flight has run that long (however the other threads fare): the bound is per item, so a chunk of
     items that each take less is not late. A thread cannot be stopped, so the pool is shut down without waiting for it (the other
     threads end with the chunks they run, the stuck one when its call returns).
     """
     if threads < 1 or window < 1 or chunk < 1:
         raise PicPacValueError(f"threads, window and chunk must be >= 1, got {threads}, {window}, {chunk}")
+    check_timeout(timeout)
     todo = iter(items)
     chunks = iter(lambda: list(islice(todo, chunk)), [])
     pool = ThreadPoolExecutor(threads, thread_name_prefix=name)
@@ -110,7 +124,7 @@ def ordered_map(work: Callable[[T], R], items: Iterable[T], threads: int, window
         pending = deque(submit(c) for c in islice(chunks, max(1, window // chunk)))
         while pending:
             try:
-                k = _next_done([pending[0]] if ordered else list(pending), timeout, name)
+                k = _next_done(pending, ordered, timeout, name)
             except WorkerTimeoutError:
                 stuck = True
                 raise

@@ -23,7 +23,7 @@ import pytest
 from picpac.dataflow import (BatchData, DataFlow, DataFlowError, DataFromList, MapData, MultiProcessMapAndBatchData,
                              MultiProcessMapData, MultiProcessRunner, MultiProcessRunnerZMQ, MultiThreadMapData,
                              MultiThreadRunner, RepeatedData, RNGDataFlow, worker_path)
-from picpac.errors import PicPacTypeError, WorkerError
+from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 
 from conftest import alive, children
 
@@ -246,6 +246,91 @@ def test_sigkill_of_a_worker_is_reported_within_5s(clean, kind):
         assert df.pids == []
         with pytest.raises(DataFlowError, match="stopped after an error"):
             iter(df)
+
+
+def paced(dp):
+    time.sleep(0.2)
+    return dp
+
+
+@pytest.mark.parametrize("kind", ["runner", "runner-zmq", "map", "map-strict", "map-and-batch"])
+def test_a_stopped_worker_is_a_timeout_error_naming_it(clean, kind):
+    """A worker stopped (SIGSTOP: as one stuck in a native call or on a dead mount) while the other goes on is
+    a WorkerTimeoutError naming it within the flow's timeout; the flow stops and no process is left. Items of
+    0.2 s each are asked for one at a time, so a timeout of 1 s is never reached while they move."""
+    df = {"runner": lambda: MultiProcessRunner(Tagged(10**6, delay=0.2), num_prefetch=16, num_proc=2, timeout=1),
+          "runner-zmq": lambda: MultiProcessRunnerZMQ(Tagged(10**6, delay=0.2), num_proc=2, hwm=16, timeout=1),
+          "map": lambda: MultiProcessMapData(RepeatedData(numbers(10), -1), 2, paced, buffer_size=16, timeout=1),
+          "map-strict": lambda: MultiProcessMapData(numbers(1000), 2, paced, 16, strict=True, timeout=1),
+          "map-and-batch": lambda: MultiProcessMapAndBatchData(numbers(10), 2, paced, 8, 32, timeout=1)}[kind]()
+    with df:
+        df.reset_state()
+        it = iter(df)
+        for _ in range(12 if kind != "map-and-batch" else 2):  # 2.4 s of items: no timeout while they move
+            next(it)
+        pids = df.pids
+        os.kill(pids[1], signal.SIGSTOP)
+        start = time.monotonic()
+        try:
+            with pytest.raises(WorkerTimeoutError, match=rf"^picpac worker 1 of 2 \(pid {pids[1]}\) sent nothing for "
+                                                         r"1 s \(timeout=1\); it is stopped \(SIGSTOP"):
+                while time.monotonic() - start < 10:
+                    next(it)
+            assert time.monotonic() - start < 0.2 + 1 + 1.0  # its item, then the timeout
+        finally:
+            if any(alive(p) for p in pids):
+                os.kill(pids[1], signal.SIGCONT)
+        assert df.pids == [] and gone(pids, 0)
+        with pytest.raises(DataFlowError, match="stopped after an error"):
+            iter(df)
+
+
+def stuck_at_5(dp, release=threading.Event()):
+    if dp[0] == 5:
+        release.wait(30)
+    time.sleep(0.2)
+    return dp
+
+
+@pytest.mark.parametrize("kind", ["map", "map-strict", "runner"])
+def test_a_stuck_thread_is_a_timeout_error_naming_it(clean, kind):
+    """A thread whose call does not return fails the thread flows within their timeout, naming the thread;
+    the others go on in 0.2 s steps meanwhile, which a timeout of 1 s allows."""
+    release = stuck_at_5.__defaults__[0]
+    release.clear()
+    df = {"map": lambda: MultiThreadMapData(RepeatedData(numbers(10), -1), 2, stuck_at_5, buffer_size=8, timeout=1),
+          "map-strict": lambda: MultiThreadMapData(numbers(10), 2, stuck_at_5, 8, strict=True, timeout=1),
+          "runner": lambda: MultiThreadRunner(lambda: MapData(RepeatedData(numbers(10), -1), stuck_at_5), 8, 2,
+                                              timeout=1)}[kind]()
+    start = time.monotonic()
+    try:
+        with df:
+            df.reset_state()
+            it = iter(df)
+            got = []
+            with pytest.raises(WorkerTimeoutError, match=r"^thread picpac-Multi\w+_\d gave no result for 1 s "
+                                                         r"\(timeout=1\)"):
+                while time.monotonic() - start < 10:
+                    got.append(next(it)[0])
+            assert time.monotonic() - start < 6 * 0.2 + 1 + 1.0  # items 0-4 on one thread, then the timeout
+            assert 5 not in got and (got == [0, 1, 2, 3, 4] if kind == "map-strict" else len(got) >= 5)
+            with pytest.raises(DataFlowError, match="stopped after an error"):
+                iter(df)
+    finally:
+        release.set()
+
+
+def test_a_timeout_is_checked_when_the_flow_is_made(clean):
+    for bad in (0, -1, float("inf"), "5", True):
+        for make in (lambda: MultiProcessRunner(numbers(4), 2, 1, timeout=bad),
+                     lambda: MultiProcessRunnerZMQ(numbers(4), 1, timeout=bad),
+                     lambda: MultiProcessMapData(numbers(4), 1, double, timeout=bad),
+                     lambda: MultiProcessMapAndBatchData(numbers(8), 1, double, 2, 4, timeout=bad),
+                     lambda: MultiThreadMapData(numbers(4), 1, double, timeout=bad),
+                     lambda: MultiThreadRunner(lambda: numbers(3), 2, 1, timeout=bad)):
+            with pytest.raises(PicPacValueError, match=r"^Multi\w+: timeout must be None or a number of seconds > 0, "
+                                                       rf"got {bad!r}"):
+                make()
 
 
 @pytest.mark.parametrize("make", [
