@@ -56,7 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
-from .shared_memory import SharedBlock
+from .shared_memory import SharedBlock, proc_stat
 from .threads import Outcome, check_timeout
 
 METHODS = ("spawn", "fork")
@@ -272,11 +272,8 @@ def _send_now(sock: socket.socket, data: memoryview | bytes) -> int:
 
 def _process_state(pid: int) -> str:
     """What /proc says the process is doing when that explains a silence ('' elsewhere)."""
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            state = f.read().rsplit(b")", 1)[1].split()[0]
-    except (OSError, IndexError):
-        return ""
+    fields = proc_stat(pid)
+    state = fields[0] if fields else b""
     return {b"T": "; it is stopped (SIGSTOP, a debugger)", b"t": "; it is stopped by a debugger",
             b"D": "; it is in an uninterruptible wait (a dead mount or device)"}.get(state, "")
 

@@ -31,13 +31,21 @@ _OWNED = re.compile(re.escape(PREFIX) + r"(\d+)_(\d+)_(\d+)_[0-9a-f]{8}")
 """A block's name on Linux: its creator's pid, start time and pid namespace, then 8 random hex digits."""
 
 
-def _start_time(pid: int | str) -> int | None:
-    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22); None if there is none."""
+def proc_stat(pid: int | str) -> list[bytes] | None:
+    """The fields of /proc/PID/stat after the command name (state, ppid, ...: field 3 is at index 0);
+    None where there is no such process (or no /proc)."""
     try:
         with open(f"/proc/{pid}/stat", "rb") as f:
-            return int(f.read().rsplit(b")", 1)[1].split()[19])
-    except (OSError, IndexError, ValueError):
+            fields = f.read().rsplit(b")", 1)[1].split()  # the name, in parentheses, may hold anything
+    except (OSError, IndexError):
         return None
+    return fields or None
+
+
+def _start_time(pid: int | str) -> int | None:
+    """When process ``pid`` started (clock ticks since boot, /proc/PID/stat field 22); None if there is none."""
+    fields = proc_stat(pid)
+    return int(fields[19]) if fields is not None and len(fields) > 19 else None
 
 
 def _namespace() -> int | None:

@@ -84,3 +84,22 @@ def test_the_blocks_of_a_killed_process_group_are_reclaimed_by_the_next_stream(t
             child.wait()
         for path in made:
             path.unlink(missing_ok=True)
+
+
+def test_proc_stat_reads_the_fields_after_any_command_name(tmp_path):
+    """A command name may hold ') ' and spaces: the fields are those after its last ')'."""
+    from picpac.engine.shared_memory import proc_stat
+    odd = tmp_path / "x) S 1 ("
+    odd.symlink_to(Path(sys.executable).resolve())
+    child = subprocess.Popen([str(odd), "-c", "import os, signal; os.kill(os.getpid(), signal.SIGSTOP)"])
+    try:
+        deadline = time.monotonic() + 10
+        while (proc_stat(child.pid) or [b""])[0] != b"T" and time.monotonic() < deadline:
+            time.sleep(0.01)
+        fields = proc_stat(child.pid)
+        assert fields[0] == b"T" and int(fields[1]) == os.getpid()  # state, parent
+        assert int(fields[19]) == _start_time(child.pid) > 0
+    finally:
+        child.kill()
+        child.wait()
+    assert proc_stat(child.pid) is None and _start_time(child.pid) is None
