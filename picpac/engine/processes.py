@@ -255,19 +255,30 @@ def _teardown(state: _State, grace: float = 0.2) -> None:
         p.close()
 
 
-def _frame(message: Any) -> bytes:
-    """``message`` as ``Connection.send`` puts it on the wire (a length, then the pickle), for ``recv()``."""
+def _frame(message: Any) -> list[memoryview]:
+    """``message`` as ``Connection.send`` puts it on the wire (a length, then the pickle), for ``recv()``:
+    the two parts apart, so that a large pickle is not copied to join them."""
     data = ForkingPickler.dumps(message)
     n = len(data)
-    return (struct.pack("!i", n) if n <= 0x7fffffff else struct.pack("!iQ", -1, n)) + data
+    return [memoryview(struct.pack("!i", n) if n <= 0x7fffffff else struct.pack("!iQ", -1, n)), memoryview(data)]
 
 
-def _send_now(sock: socket.socket, data: memoryview | bytes) -> int:
-    """Write what fits in ``sock``'s buffer now (0 when it is full), never waiting."""
+def _send_now(sock: socket.socket, parts: list[memoryview]) -> list[memoryview]:
+    """Write what of ``parts`` fits in ``sock``'s buffer now, never waiting; what is left to send."""
     try:
-        return sock.send(data, socket.MSG_DONTWAIT)
+        sent = sock.sendmsg(parts, (), socket.MSG_DONTWAIT)
     except BlockingIOError:
-        return 0
+        return parts
+    return _skip(parts, sent)
+
+
+def _skip(parts: list[memoryview], n: int) -> list[memoryview]:
+    """``parts`` less their first ``n`` bytes."""
+    k = 0
+    while k < len(parts) and n >= len(parts[k]):
+        n -= len(parts[k])
+        k += 1
+    return [parts[k][n:], *parts[k + 1:]] if k < len(parts) else []
 
 
 def _process_state(pid: int) -> str:
@@ -483,13 +494,13 @@ class ProcessPool:
 
     def _send(self, i: int, message: Any) -> None:
         """Send ``message`` to worker ``i``, taking in replies while its pipe is full (see the module's notes)."""
-        data, sock = memoryview(_frame(message)), self._socks[i]
-        while data:
+        parts, sock = _frame(message), self._socks[i]
+        while parts:
             try:
-                data = data[_send_now(sock, data):]
+                parts = _send_now(sock, parts)
             except OSError:
                 self._died(i)
-            if data:
+            if parts:
                 self._poll(sock)
 
     def _poll(self, writing: socket.socket | None = None) -> None:

@@ -522,3 +522,41 @@ def test_a_forked_worker_whose_probe_fails_says_why(clean):
     with pytest.raises(OSError, match="no such library") as info:
         ProcessPool(square_recipe, 1, "fork", shaped=False, probe=probe)
     assert any(note.endswith("failed to start") for note in info.value.__notes__)
+
+
+def test_frames_sent_in_pieces_arrive_whole():
+    """A task goes out as its length header and its pickle, apart (no copy to join them), in as many
+    non-blocking writes as the socket takes; the worker's Connection.recv() reads each message whole."""
+    import selectors
+    import socket
+    from multiprocessing.connection import Connection
+    from picpac.engine.processes import _frame, _send_now, _skip
+
+    parts = [memoryview(b"abcd"), memoryview(b"efgh")]
+    assert [bytes(p) for p in _skip(parts, 0)] == [b"abcd", b"efgh"]
+    assert [bytes(p) for p in _skip(parts, 3)] == [b"d", b"efgh"]
+    assert [bytes(p) for p in _skip(parts, 4)] == [b"efgh"]
+    assert [bytes(p) for p in _skip(parts, 7)] == [b"h"]
+    assert _skip(parts, 8) == []
+    ours, theirs = socket.socketpair()
+    ours.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    receiver = Connection(theirs.detach())
+    messages = [("task", i, np.arange(i * 7919 % 300_000, dtype=np.uint8)) for i in range(40)]
+    got = []
+    reader = threading.Thread(target=lambda: got.extend(receiver.recv() for _ in messages))
+    reader.start()
+    writes = 0
+    with selectors.DefaultSelector() as selector:
+        selector.register(ours, selectors.EVENT_WRITE)
+        for message in messages:
+            left = _frame(message)
+            while left:
+                left = _send_now(ours, left)
+                writes += 1
+                if left:
+                    selector.select(5)
+    reader.join(10)
+    ours.close()
+    receiver.close()
+    assert writes > 2 * len(messages)  # messages larger than the buffer went in pieces
+    assert [(m[0], m[1], m[2].tolist()) for m in got] == [(m[0], m[1], m[2].tolist()) for m in messages]
