@@ -15,6 +15,14 @@ def engine_threads() -> int:
     return sum(t.name.startswith("flowtest") for t in threading.enumerate())
 
 
+def engine_threads_within(seconds: float, at_most: int = 0) -> int:
+    """The engine's threads once no more than ``at_most`` are left, or after ``seconds``."""
+    deadline = time.monotonic() + seconds
+    while engine_threads() > at_most and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return engine_threads()
+
+
 @pytest.mark.parametrize("threads, chunk", [(1, 1), (3, 1), (4, 5)])
 def test_results_come_in_input_order(threads, chunk):
     rng = random.Random(threads)
@@ -77,16 +85,10 @@ def test_a_stuck_thread_is_a_timeout_error_naming_it(ordered):
                 got.append(outcome.get())
         assert time.monotonic() - start < 0.5 + 1.5
         assert 5 not in got and (got == [0, 1, 2, 3, 4] if ordered else len(got) >= 5)
-        deadline = time.monotonic() + 2
-        while engine_threads() > 1 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        assert engine_threads() == 1  # the stuck one: the others ended
+        assert engine_threads_within(2, at_most=1) == 1  # the stuck one: the others ended
     finally:
         release.set()
-    deadline = time.monotonic() + 5
-    while engine_threads() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert engine_threads() == 0
+    assert engine_threads_within(5) == 0
 
 
 @pytest.mark.parametrize("ordered", [True, False])
@@ -116,7 +118,4 @@ def test_the_timeout_bounds_one_item_not_a_chunk(ordered):
         assert time.monotonic() - start < 3 * 0.2 + 1 + 1.0  # items 0-2, then the timeout
     finally:
         release.set()
-    deadline = time.monotonic() + 5
-    while engine_threads() and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert engine_threads() == 0
+    assert engine_threads_within(5) == 0
