@@ -11,8 +11,9 @@ import importlib.util
 import sys
 from types import ModuleType
 
-from . import dataflow, image, sampling, stores  # public subpackages (docs/dataflow.md, stores.md, data_source.md)
-from .engine import work_pool
+from . import image, sampling, stores  # public subpackages (stores.md, data_source.md)
+from .compat import dataflow  # public as picpac.dataflow (docs/dataflow.md)
+from .compat.batchup import batch_samplers, data_source, work_pool
 from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,
                      MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError, RemoteReadError,
                      RemoteTimeoutError, SampleError, SourceError, VersionError, WorkerError, WorkerTimeoutError,
@@ -22,19 +23,32 @@ from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
 from .file.writer import APPEND, COMPACT, OVERWRITE, UnclosedWriterWarning, Writer, write_arrays
 from .image import batched, color, dense, transforms
-from .sampling import data_source
 from .stream.image_stream import ImageStream
 from .stream.loader import ImageLoader
 from .tools import ingest
 
 # Public module names that the docs and batchup code import (``from picpac.transforms import Flip``,
-# ``from picpac import data_source, work_pool``): each is the layer's module itself, registered under
-# its public name the way ``os.path`` is ``posixpath``, so there is one module, not a copy.
+# ``from picpac import data_source, work_pool``, ``from picpac.dataflow import BatchData``): each is the
+# layer's module itself, registered under its public name the way ``os.path`` is ``posixpath``, so there
+# is one module, not a copy.
 PUBLIC_MODULES = {"transforms": transforms, "color": color, "dense": dense, "batched": batched,
-                  "data_source": data_source, "work_pool": work_pool, "ingest": ingest}
-for _name, _module in PUBLIC_MODULES.items():
+                  "data_source": data_source, "work_pool": work_pool, "ingest": ingest, "dataflow": dataflow}
+# Where the compat modules lived inside the core layers before they moved to compat/: pickles name these
+# paths (a DataFlowError sent by an older peer, a saved data source), so they load as the module itself too.
+MOVED_MODULES = {"sampling.data_source": data_source, "sampling.batch_samplers": batch_samplers,
+                 "engine.work_pool": work_pool,
+                 **{f"dataflow.{name.rpartition('.')[2]}": module for name, module in list(sys.modules.items())
+                    if name.startswith(f"{dataflow.__name__}.")}}
+for _name, _module in (PUBLIC_MODULES | MOVED_MODULES).items():
     sys.modules[f"{__name__}.{_name}"] = _module
-del _name, _module
+    _package, _, _last = _name.rpartition(".")
+    if _package:  # ``picpac.sampling.data_source`` as an attribute, as a submodule is
+        setattr(sys.modules[f"{__name__}.{_package}"], _last, _module)
+# batchup code imports its samplers from ``picpac.sampling``: the core package offers them by their names.
+for _name in batch_samplers.__all__:
+    setattr(sampling, _name, getattr(batch_samplers, _name))
+sampling.__all__ = [*sampling.__all__, *batch_samplers.__all__]
+del _name, _module, _package, _last
 
 # Public module names of adapters (``picpac.ray`` is Ray Data's, docs/adapters.md): each is the adapter module
 # itself, as above, but imported only when first used, since ``import picpac`` must not import a framework. The
@@ -72,7 +86,7 @@ def __getattr__(name: str) -> ModuleType:
 
 
 __all__ = [
-    "dataflow", "image", "sampling", "stores", *PUBLIC_MODULES,
+    "image", "sampling", "stores", *PUBLIC_MODULES,
     "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
     "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "RemoteTimeoutError", "SampleError", "SourceError", "VersionError", "WorkerError",
     "WorkerTimeoutError", "Writer",

@@ -14,13 +14,16 @@ PACKAGE = ROOT / "picpac"
 TESTS = ROOT / "tests"
 # Bottom-up. A module imports its own subpackage and the layers below it; layers of one rank (stores
 # and sources) do not import each other. picpac/__init__.py, the public API, stands above them all.
-LAYERS = [("errors",), ("file",), ("stores", "sources"), ("sampling",), ("image",), ("engine",), ("dataflow",),
-          ("stream",), ("adapters",), ("tools",)]
+# compat (batchup's and tensorpack's APIs) stands at the edge beside tools: nothing of the core imports it.
+LAYERS = [("errors",), ("file",), ("stores", "sources"), ("sampling",), ("image",), ("engine",),
+          ("stream",), ("adapters",), ("tools", "compat")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names} | {"__init__": len(LAYERS)}
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
-# Public module names registered by picpac/__init__.py: code inside the package imports the module
-# where it lives instead (the alias exists only once picpac/__init__.py has run).
-ALIASES = {"transforms", "color", "dense", "batched", "data_source", "work_pool", "ingest"}
+# Public module names registered by picpac/__init__.py, and the old homes of the modules that moved to compat/
+# (PUBLIC_MODULES, MOVED_MODULES): code inside the package imports the module where it lives instead (the
+# alias exists only once picpac/__init__.py has run), under these names or below them ("dataflow.base").
+ALIASES = {"transforms", "color", "dense", "batched", "data_source", "work_pool", "ingest", "dataflow",
+           "sampling.data_source", "sampling.batch_samplers", "engine.work_pool"}
 
 
 def modules() -> dict[str, Path]:
@@ -83,8 +86,13 @@ def test_no_module_imports_a_higher_layer_or_a_sibling():
 
 def test_package_code_imports_modules_where_they_live():
     bad = [f"{module} imports the public alias {name}" for module, path in modules().items() if module != "__init__"
-           for name in imports_of(path) if name in ALIASES]
+           for name in imports_of(path) if any(name == a or name.startswith(f"{a}.") for a in ALIASES)]
     assert bad == []
+
+
+def test_the_aliases_are_what_the_package_registers():
+    import picpac
+    assert ALIASES == set(picpac.PUBLIC_MODULES) | {n for n in picpac.MOVED_MODULES if not n.startswith("dataflow.")}
 
 
 def test_core_never_imports_heavy_frameworks():
@@ -103,9 +111,9 @@ def test_importing_everything_loads_no_heavy_framework():
 
 
 def test_relative_imports_are_resolved():
-    """``from ..stream import x`` in picpac/dataflow/ is the stream layer, and would be caught."""
-    assert imports_of(PACKAGE / "dataflow" / "base.py") >= {"errors", "numpy"}
-    assert "dataflow.codec" in imports_of(PACKAGE / "dataflow" / "remote.py")
+    """``from ...stream import x`` in picpac/compat/dataflow/ is the stream layer, and would be caught."""
+    assert imports_of(PACKAGE / "compat" / "dataflow" / "base.py") >= {"errors", "numpy"}
+    assert "compat.dataflow.codec" in imports_of(PACKAGE / "compat" / "dataflow" / "remote.py")
     assert "file.layout" in imports_of(PACKAGE / "file" / "reader.py")
     assert "image" in imports_of(PACKAGE / "tools" / "verify.py")
 

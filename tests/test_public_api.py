@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+import json
 import pickle
 import subprocess
 import sys
@@ -68,8 +69,8 @@ PUBLIC = {
 # Public module paths whose code lives in a layer's subpackage: the same module object, not a copy.
 HOMES = {"picpac.transforms": "picpac.image.transforms", "picpac.color": "picpac.image.color",
          "picpac.dense": "picpac.image.dense", "picpac.batched": "picpac.image.batched",
-         "picpac.data_source": "picpac.sampling.data_source", "picpac.work_pool": "picpac.engine.work_pool",
-         "picpac.ingest": "picpac.tools.ingest"}
+         "picpac.data_source": "picpac.compat.batchup.data_source", "picpac.work_pool": "picpac.compat.batchup.work_pool",
+         "picpac.dataflow": "picpac.compat.dataflow", "picpac.ingest": "picpac.tools.ingest"}
 
 
 @pytest.mark.parametrize("module", sorted(PUBLIC))
@@ -120,6 +121,32 @@ def test_public_objects_pickle_by_the_module_that_holds_them():
     flip = picpac.transforms.Flip(horizontal=0.5)
     assert type(pickle.loads(pickle.dumps(flip))) is picpac.transforms.Flip
     assert picpac.transforms.Flip.__module__ == "picpac.image.transforms"
+
+
+def test_pickles_naming_the_old_homes_of_the_compat_modules_load():
+    """batchup's and tensorpack's modules moved from the core layers to compat/: a pickle made before names
+    ``picpac.dataflow.base`` or ``picpac.sampling.data_source``, and loads (in a fresh interpreter) as the same class."""
+    from picpac.compat.batchup.batch_samplers import StandardSampler
+    from picpac.compat.batchup.data_source import ArrayDataSource
+    from picpac.compat.batchup.work_pool import SharedConstant
+    from picpac.compat.dataflow.base import DataFlowError
+    from picpac.compat.dataflow.common import BatchData
+    moved = {"picpac.dataflow.base": DataFlowError("gone"), "picpac.dataflow.common": BatchData,
+             "picpac.sampling.batch_samplers": StandardSampler, "picpac.sampling.data_source": ArrayDataSource,
+             "picpac.engine.work_pool": SharedConstant}
+    old, homes = [], []
+    for path, obj in moved.items():
+        cls = obj if isinstance(obj, type) else type(obj)
+        data = pickle.dumps(obj, protocol=0)  # names the module as text: "c<module>\n<class>\n"
+        assert data.count(f"c{cls.__module__}\n".encode()) == 1
+        old.append(data.replace(f"c{cls.__module__}\n".encode(), f"c{path}\n".encode()))
+        homes.append(f"{cls.__module__}.{cls.__qualname__}")
+    code = ("import json, pickle\n"
+            f"objs = [pickle.loads(d) for d in {old!r}]\n"
+            "kinds = [o if isinstance(o, type) else type(o) for o in objs]\n"
+            "print(json.dumps([[f'{k.__module__}.{k.__qualname__}' for k in kinds], str(objs[0])]))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert json.loads(out) == [homes, "gone"]
 
 
 def test_the_public_api_lists_what_it_offers():

@@ -21,7 +21,6 @@ from typing import Any
 
 import numpy as np
 
-from ..dataflow.base import DataFlow
 from ..errors import PicPacTypeError, PicPacValueError
 from ..stream.config import parse
 from ..stream.image_stream import ImageStream
@@ -382,7 +381,7 @@ def dataflow_to_dataset(df: Any, types: Sequence | None = None, shapes: Sequence
     ``None``. That first datapoint is not lost: it starts the dataset's first iteration.
     ``prefetch``: True for ``prefetch(tf.data.AUTOTUNE)``, a number of elements, or False.
     """
-    if not isinstance(df, DataFlow) and not (hasattr(df, "reset_state") and hasattr(df, "__iter__")):
+    if not (hasattr(df, "reset_state") and hasattr(df, "__iter__")):  # every DataFlow has both (compat/ is above us)
         raise PicPacTypeError(f"dataflow_to_dataset takes a DataFlow (reset_state, __iter__), not {type(df).__name__}")
     df.reset_state()
     held: list[Iterator] = []

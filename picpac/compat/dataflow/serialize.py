@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptError, PicPacTypeError, PicPacValueError
-from ..file.layout import ArraySpec
-from ..file.writer import Writer
-from ..stores import crc32c, masked_crc32c, tfrecord_frame
+from ...errors import CorruptError, PicPacTypeError, PicPacValueError
+from ...file.layout import ArraySpec
+from ...file.writer import Writer
+from ...stores import crc32c, masked_crc32c, tfrecord_frame
 from . import codec
 from .base import DataFlow, optional_import
 from .format import DATAPOINT_FIELD, KEYS, META_KEY, SPECIAL, HDF5Data, LMDBData, LMDBDataPoint, PicPacData
@@ -275,7 +275,7 @@ class TFRecordData(DataFlow):
     def __init__(self, path: str | os.PathLike, size: int | None = None, *, check: bool = True):
         self.path = os.fspath(path)
         if not os.path.isfile(self.path):
-            from ..errors import MissingPathError
+            from ...errors import MissingPathError
             raise MissingPathError(f"{self.path}: no such file")
         self._size, self.check = size, check
 

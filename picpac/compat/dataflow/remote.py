@@ -23,7 +23,7 @@ import warnings
 from collections.abc import Iterator
 from typing import Any
 
-from ..errors import PicPacError, PicPacValueError
+from ...errors import PicPacError, PicPacValueError
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, DataFlowTerminated, optional_import
 from .codec import ERROR, WireFormatError, check_format, decode, encode, encode_error
 

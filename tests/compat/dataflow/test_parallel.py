@@ -28,7 +28,7 @@ from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError, Worker
 from conftest import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # this module, conftest
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, conftest
 
 
 # -- what the workers run (module level: spawned workers import it from here) ------------------------------

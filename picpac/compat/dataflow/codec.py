@@ -26,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from ..engine.processes import _pack, _unpack
-from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from ...engine.processes import _pack, _unpack
+from ...errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
 
 MAGIC = b"PPDF"
 VERSION = 1

@@ -1,17 +1,17 @@
 """batchup-compatible data sources: mini-batches from arrays, array-likes, callables and iterators.
 
-The sampling layer's batch iterators, with batchup's API (``picpac.data_source`` is a drop-in for
+Batch iterators with batchup's API (``picpac.data_source`` is a drop-in for
 ``batchup.data_source``; see docs/data_source.md):
 
 * :class:`ArrayDataSource` draws mini-batches from a list of NumPy arrays or *array-likes*
   (anything with ``__len__`` and a ``__getitem__`` that takes an int or a 1-D integer index array,
   e.g. a class that loads images from disk on the fly, or :class:`ReaderArray` over a picpac file).
   It only ever hands an array-like index *arrays* while iterating (never slices).
-* the order comes from a sampler (``picpac.sampling``): ``shuffle=None``/``False`` in order,
-  ``shuffle=rng`` a ``np.random.RandomState``: ``rng.permutation(n)`` per pass, drawn lazily,
-  exactly as batchup does, so existing experiments give the same batches; ``shuffle=True`` draws
-  from NumPy's *global* RNG (``np.random``), because batchup documents it so: the one place where
-  picpac reads global RNG state.
+* the order comes from a sampler (``batch_samplers``, offered by ``picpac.sampling`` as batchup's):
+  ``shuffle=None``/``False`` in order, ``shuffle=rng`` a ``np.random.RandomState``:
+  ``rng.permutation(n)`` per pass, drawn lazily, exactly as batchup does, so existing experiments give
+  the same batches; ``shuffle=True`` draws from NumPy's *global* RNG (``np.random``), because batchup
+  documents it so: the one place where picpac reads global RNG state.
 * ``repeats=k`` walks the data k times (``-1``: endlessly), batches running on across passes;
   only the very last batch may be short.
 * :class:`CompositeDataSource` (several sources side by side), :class:`ChoiceDataSource` (each
@@ -20,7 +20,7 @@ The sampling layer's batch iterators, with batchup's API (``picpac.data_source``
   ``batch_map_mean``.
 
 Nothing here decodes images; the worker pools that prepare batches in parallel are in
-``picpac.work_pool`` (the engine layer).
+``picpac.work_pool`` (``work_pool`` here).
 """
 from __future__ import annotations
 
@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacTypeError, PicPacValueError
-from ..file.reader import Reader
+from ...errors import PicPacTypeError, PicPacValueError
+from ...file.reader import Reader
+from ...sampling.common import check_int
 from .batch_samplers import StandardSampler, SubsetSampler, check_repeats, num_batches
-from .common import check_int
 
 __all__ = [
     "AbstractDataSource", "ArrayDataSource", "CallableDataSource", "ChoiceBatch", "ChoiceDataSource",

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacValueError
+from ...errors import PicPacValueError
 from .base import DataFlow, RNGDataFlow
 
 __all__ = ["FakeData", "DataFromQueue", "DataFromList", "DataFromGenerator", "DataFromIterable"]

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacError
+from ...errors import PicPacError
 
 __all__ = ["DataFlow", "ProxyDataFlow", "RNGDataFlow", "DataFlowTerminated", "DataFlowError",
            "DataFlowReentrantGuard", "MissingDependencyError", "worker_path", "make_rng"]

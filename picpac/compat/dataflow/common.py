@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacTypeError, PicPacValueError
+from ...errors import PicPacTypeError, PicPacValueError
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow, RNGDataFlow, make_rng
 
 __all__ = ["TestDataSpeed", "PrintData", "BatchData", "BatchDataByShape", "FixedSizeData", "MapData",

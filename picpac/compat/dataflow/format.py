@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ImageTooLargeError, MissingPathError, PicPacValueError, SampleError
-from ..file.reader import Reader
-from ..image.decoding import MAX_PIXELS, decode_channels
-from ..stores import read_varint
+from ...errors import ImageTooLargeError, MissingPathError, PicPacValueError, SampleError
+from ...file.reader import Reader
+from ...image.decoding import MAX_PIXELS, decode_channels
+from ...stores import read_varint
 from . import codec
 from .base import DataFlowReentrantGuard, RNGDataFlow, optional_import
 from .common import MapData

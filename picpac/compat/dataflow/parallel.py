@@ -14,9 +14,9 @@ import multiprocessing as mp
 from collections import deque
 from collections.abc import Callable, Iterator
 
-from ..engine.processes import METHODS, OK, ProcessPool, pack_recipe, worker_index
-from ..engine.threads import check_timeout, ordered_map
-from ..errors import PicPacValueError
+from ...engine.processes import METHODS, OK, ProcessPool, pack_recipe, worker_index
+from ...engine.threads import check_timeout, ordered_map
+from ...errors import PicPacValueError
 from .base import (DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow, enter_worker_process,
                    new_entropy, worker_path, worker_scope)
 

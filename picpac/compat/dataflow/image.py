@@ -24,10 +24,10 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ..errors import ImageTooLargeError, MissingPathError, PicPacTypeError, PicPacValueError
-from ..image.decoding import MAX_PIXELS, decode_channels
-from ..image.shapes import Shapes
-from ..image.transforms import Sample
+from ...errors import ImageTooLargeError, MissingPathError, PicPacTypeError, PicPacValueError
+from ...image.decoding import MAX_PIXELS, decode_channels
+from ...image.shapes import Shapes
+from ...image.transforms import Sample
 from .base import DataFlow, RNGDataFlow, make_rng
 from .common import MapData, MapDataComponent
 

@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..engine.processes import ProcessPool, pack_recipe, pool_map
-from ..engine.threads import check_timeout, ordered_map
-from ..errors import PicPacValueError
+from ...engine.processes import ProcessPool, pack_recipe, pool_map
+from ...engine.threads import check_timeout, ordered_map
+from ...errors import PicPacValueError
 from .base import DataFlow, DataFlowError, DataFlowReentrantGuard, ProxyDataFlow
 from .common import BatchData
 from .parallel import ProcessOwner, WorkerRecipe, check_method, forever

@@ -34,11 +34,11 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
-from ..sampling.data_source import AbstractDataSource
-from .processes import METHODS, OK, ProcessPool
-from .shared_memory import SharedBlock
-from .threads import Outcome
+from ...engine.processes import METHODS, OK, ProcessPool
+from ...engine.shared_memory import SharedBlock
+from ...engine.threads import Outcome
+from ...errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from .data_source import AbstractDataSource
 
 __all__ = ["AbstractWorkerPool", "ParallelDataSource", "SharedConstant", "WorkStream", "WorkerProcessPool",
            "WorkerThreadPool"]

@@ -10,8 +10,11 @@ from typing import Iterator
 
 import numpy as np
 
-from ..errors import PicPacTypeError, PicPacValueError
-from .common import check_int
+from ...errors import PicPacTypeError, PicPacValueError
+from ...sampling.common import check_int
+
+__all__ = ["AbstractSampler", "StandardSampler", "SubsetSampler", "WeightedSampler", "WeightedSubsetSampler",
+           "num_batches"]
 
 def num_batches(n: int, batch_size: int) -> int:
     """How many mini-batches of ``batch_size`` cover ``n`` samples (the last one may be short)."""
