@@ -14,8 +14,9 @@ PACKAGE = ROOT / "picpac"
 TESTS = ROOT / "tests"
 # Bottom-up. A module imports its own subpackage and the layers below it; layers of one rank (stores
 # and sources) do not import each other. picpac/__init__.py, the public API, stands above them all.
-# compat (batchup's and tensorpack's APIs) stands at the edge beside tools: nothing of the core imports it.
-LAYERS = [("errors",), ("file",), ("stores", "sources"), ("sampling",), ("image",), ("engine",),
+# engine (parallel work) needs only errors, so the store importers can run their children on it; compat
+# (batchup's and tensorpack's APIs) stands at the edge beside tools: nothing of the core imports it.
+LAYERS = [("errors",), ("file",), ("engine",), ("stores", "sources"), ("sampling",), ("image",),
           ("stream",), ("adapters",), ("tools", "compat")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names} | {"__init__": len(LAYERS)}
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
@@ -81,6 +82,17 @@ def test_no_module_imports_a_higher_layer_or_a_sibling():
                 continue
             if RANK[layer(name)] >= RANK[layer(module)]:
                 bad.append(f"{module} ({layer(module)}) imports {name} ({layer(name)})")
+    assert bad == []
+
+
+def test_the_engine_knows_nothing_of_images_or_sampling():
+    """engine/ imports only the errors and file layers, the standard library and NumPy: an image library's
+    fork probe is registered by the image layer (engine.processes.register_fork_probe), not named here."""
+    allowed = set(sys.stdlib_module_names) | {"numpy", "errors", "file", "engine"}
+    engine = {module: path for module, path in modules().items() if layer(module) == "engine"}
+    bad = [f"{module} imports {name}" for module, path in engine.items()
+           for name in imports_of(path) if name.split(".")[0] not in allowed]
+    bad += [f"{module} uses cv2" for module, path in engine.items() if "cv2" in path.read_text()]  # (sys.modules)
     assert bad == []
 
 

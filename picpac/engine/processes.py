@@ -20,19 +20,20 @@ NumPy). User Python code does not, so ``ProcessPool`` runs it in N worker proces
 * an exception in a worker comes back with its own type (pickled; :class:`WorkerError` when that
   is impossible), its notes, and the worker's traceback text as one more note;
 * a worker started by ``fork`` first runs a *probe* that touches the process-wide locks of the native
-  libraries the work uses (OpenCV's), and says so; a lock another thread held at the moment of the
-  fork stays locked in the child for ever, so a worker silent past ``PROBE_TIMEOUT`` is killed and
-  forked again (``FORK_ATTEMPTS`` in all) instead of hanging in its first task;
+  libraries the work uses (by default the probes that the layers owning them registered with
+  :func:`register_fork_probe`: the image layer's, of OpenCV), and says so; a lock another thread held at
+  the moment of the fork stays locked in the child for ever, so a worker silent past ``PROBE_TIMEOUT`` is
+  killed and forked again (``FORK_ATTEMPTS`` in all) instead of hanging in its first task;
 * ``close()`` (also run by a ``weakref.finalize`` when the pool is dropped or the interpreter
   exits) unlinks the shared memory and stops the workers: a stop message, then SIGTERM, then
   SIGKILL. Workers ignore SIGINT (the consumer handles Ctrl-C and stops them) and exit on their
-  own when the consumer dies (PR_SET_PDEATHSIG on Linux, else the closed pipe and a parent-pid check).
+  own when the consumer dies (``child.enter_child``: PR_SET_PDEATHSIG on Linux, else the closed pipe and
+  a parent-pid check).
 
 It knows nothing of streams: ``picpac.stream`` supplies the recipe.
 """
 from __future__ import annotations
 
-import ctypes
 import itertools
 import math
 import multiprocessing as mp
@@ -42,7 +43,6 @@ import selectors
 import signal
 import socket
 import struct
-import sys
 import threading
 import time
 import traceback
@@ -56,6 +56,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
+from .child import enter_child
 from .shared_memory import SharedBlock, proc_stat
 from .threads import Outcome, check_timeout
 
@@ -115,25 +116,21 @@ def worker_index() -> int | None:
     return _WORKER_INDEX
 
 
-def _set_parent_death_signal() -> None:
-    """Linux: the kernel kills this process when the thread that started it dies."""
-    if sys.platform.startswith("linux"):
-        try:
-            ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-        except (OSError, AttributeError):  # pragma: no cover
-            pass
+_FORK_PROBES: list[Callable[[], None]] = []
 
 
-def opencv_probe() -> None:
-    """The default probe of a forked worker: OpenCV calls that take its thread pool's and its thread-local
-    storage's locks (when the parent has loaded OpenCV at all)."""
-    cv2 = sys.modules.get("cv2")
-    if cv2 is None:
-        return
-    image = np.zeros((64, 64, 3), np.uint8)
-    cv2.warpAffine(image, np.float32([[1, 0.1, 0], [0.1, 1, 0]]), (48, 48))
-    cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
-    cv2.imdecode(cv2.imencode(".png", image)[1], cv2.IMREAD_COLOR)
+def register_fork_probe(probe: Callable[[], None]) -> None:
+    """Have every forked worker run ``probe`` first (unless its pool is given a probe of its own), as
+    ``os.register_at_fork`` has a library say what a child needs: the layer that uses a native library
+    registers the calls that take that library's process-wide locks (the image layer, OpenCV's)."""
+    if probe not in _FORK_PROBES:
+        _FORK_PROBES.append(probe)
+
+
+def fork_probes() -> None:
+    """The default probe of a forked worker: every probe registered with :func:`register_fork_probe`."""
+    for probe in list(_FORK_PROBES):
+        probe()
 
 
 def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, death_signal: bool,
@@ -141,17 +138,12 @@ def _worker(index: int, conn: connection.Connection, recipe: Any, parent: int, d
     """A worker's life: build the work from the recipe, then run tasks until told to stop."""
     global _WORKER_INDEX
     _WORKER_INDEX = index
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the consumer's to handle
-    if hasattr(signal, "pthread_sigmask"):
-        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
     for fd in close_fds:  # fork: the consumer's ends of the pipes, so its death closes ours
         try:
             os.close(fd)
         except OSError:
             pass
-    if death_signal:
-        _set_parent_death_signal()
-    if os.getppid() != parent:
+    if not enter_child(parent, (signal.SIGINT,), death_signal):  # Ctrl-C is the consumer's to handle
         return
     try:
         try:
@@ -314,15 +306,15 @@ class ProcessPool:
     :class:`WorkerError` as soon as any worker dies. With ``shaped=True`` the work returns
     ``(array, extra)`` and the array is written into ``arena()[slot]`` when it fits (else it comes
     back pickled); otherwise the work's whole result is ``extra``. Close it (or drop it) to stop the
-    workers and free the shared memory. ``probe`` (``fork`` only; None: none) runs first in every
-    worker: one still in it after ``PROBE_TIMEOUT`` seconds is taken for deadlocked by a lock copied
+    workers and free the shared memory. ``probe`` (``fork`` only; by default the registered probes,
+    :func:`fork_probes`; None: none) runs first in every worker: one still in it after ``PROBE_TIMEOUT`` seconds is taken for deadlocked by a lock copied
     locked at the fork, and forked again. ``timeout`` (seconds, None: no limit) bounds every wait (for a
     reply, for room in a pipe): a worker with replies due that has sent nothing for that long, since it was
     given work while idle, is a :class:`WorkerTimeoutError` naming it, and the pool must be closed.
     """
 
     def __init__(self, recipe: Any, workers: int, method: str = "spawn", shaped: bool = True,
-                 name: str = "picpac", probe: Callable[[], None] | None = opencv_probe,
+                 name: str = "picpac", probe: Callable[[], None] | None = fork_probes,
                  timeout: float | None = None):
         if workers < 1:
             raise PicPacValueError(f"workers must be >= 1, got {workers}")

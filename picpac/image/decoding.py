@@ -16,6 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
+from ..engine.processes import register_fork_probe
 from ..errors import ImageTooLargeError, PicPacValueError
 from ..sources.base import read_file, source_error
 from .headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
@@ -198,3 +199,15 @@ def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: 
         return None
     rows = np.frombuffer(pixels, np.uint8).reshape((height, row_width, channels) if channels > 1 else (height, row_width))
     return rows[:, x - first:x - first + width]
+
+
+def opencv_probe() -> None:
+    """What a forked worker runs first (``engine.processes.register_fork_probe``): OpenCV calls that take
+    its thread pool's and its thread-local storage's locks, which a fork may have copied locked."""
+    image = np.zeros((64, 64, 3), np.uint8)
+    cv2.warpAffine(image, np.float32([[1, 0.1, 0], [0.1, 1, 0]]), (48, 48))
+    cv2.resize(image, (32, 32), interpolation=cv2.INTER_AREA)
+    cv2.imdecode(cv2.imencode(".png", image)[1], cv2.IMREAD_COLOR)
+
+
+register_fork_probe(opencv_probe)

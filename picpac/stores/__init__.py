@@ -17,9 +17,9 @@ JSON meta) and the dataset metadata, so picpac -> format -> picpac keeps every b
 * ``binary``: a data file of PPR1 records and a ``.idx`` NumPy file of their offsets.
 
 Shared: ``base`` (writer and reader base classes), ``checksums`` (CRC32C), ``records`` (PPR1),
-``example`` (tf.train.Example), ``convert`` (open by format name, sizes, import and export). The
-package imports only the file layer and the standard library (and lmdb / h5py lazily, inside the
-functions that need them).
+``example`` (tf.train.Example), ``convert`` (open by format name, sizes, import and export, the
+imports of LMDB and HDF5 in a child process on ``engine/child.py``). The package imports only the file
+and engine layers and the standard library (and lmdb / h5py lazily, inside the functions that need them).
 """
 from __future__ import annotations
 

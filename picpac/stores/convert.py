@@ -6,29 +6,21 @@ death is a PicPacError naming the store here, not the end of this process.
 """
 from __future__ import annotations
 
-import ctypes
-import fcntl
 import json
 import os
-import select
-import signal
 import struct
-import sys
-import tempfile
 import time
-import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, NoReturn
+from typing import Any
 
-from .. import errors
-from ..errors import CorruptError, FileIOError, FormatError, PathExistsError, PicPacError, PicPacValueError, WorkerError
+from ..engine.child import ForkedChild
+from ..errors import FileIOError, FormatError, PathExistsError, PicPacValueError
 from ..file import durable
 from ..file.reader import Reader, Record
 from ..file.writer import Writer
-from .base import (KINDS, MissingPackageError, StoreReader, StoreWriter, corrupt_error, free_space,
-                   output_errors, require_package)
+from .base import KINDS, StoreReader, StoreWriter, corrupt_error, free_space, output_errors, require_package
 from .binary import BinaryReader, BinaryWriter, index_path
 from .hdf5 import HDF5Reader, HDF5Writer
 from .lmdb import LmdbReader, LmdbWriter
@@ -37,7 +29,6 @@ from .records import decode_record, record_parts
 from .sqlite import SqliteReader, SqliteWriter
 from .tar import TarReader, TarWriter
 from .tfrecord import TFRecordReader, TFRecordWriter
-
 
 WRITERS: dict[str, type[StoreWriter]] = {"lmdb": LmdbWriter, "tfrecord": TFRecordWriter, "hdf5": HDF5Writer,
                                          "npz": NpzWriter, "sqlite": SqliteWriter, "tar": TarWriter,
@@ -91,125 +82,11 @@ def store_size(path: str | os.PathLike, kind: str | None = None) -> int:
 
 
 # -- the child process ------------------------------------------------------------------------------
-_HEAD, _RECORDS, _PROGRESS, _ERROR, _END = b"H", b"R", b"P", b"E", b"."
-_FRAME = struct.Struct("<cQ")  # a message's type and size
+_HEAD, _RECORDS, _PROGRESS = b"H", b"R", b"P"  # the child's messages (engine/child.py frames them)
 _SIZE = struct.Struct("<Q")
 _BATCH_BYTES = 8 << 20
 _BATCH_RECORDS = 256
-_ERRORS: dict[str, type[PicPacError]] = {
-    **{name: cls for name, cls in vars(errors).items() if isinstance(cls, type) and issubclass(cls, PicPacError)},
-    "MissingPackageError": MissingPackageError}
-
-
-class _Child:
-    """``work(send)`` run in a forked child process that sends messages back to this one by
-    ``send(type, *pieces)`` (a type byte and bytes-like pieces, written with one ``writev``).
-
-    :meth:`receive` gives them in order; an exception in the child is raised here (a PicPacError as the
-    same class), and the child's death by a signal (with ``hint()`` added), or its silence for ``stall``
-    seconds, is a ``fault`` naming ``path``. :meth:`close` stops the child if it still runs: nothing
-    outlives an error or a Ctrl-C."""
-
-    def __init__(self, work: Callable[[Callable[..., None]], None], path: str, doing: str, library: str,
-                 stall: float = STALL_SECONDS, fault: type[PicPacError] = CorruptError,
-                 hint: Callable[[], str] = str):
-        self.path, self._doing, self._library, self._stall = path, doing, library, stall
-        self._fault, self._hint = fault, hint
-        self._done = self._closed = False
-        self._log = tempfile.TemporaryFile()  # the child's stdout and stderr, for the message if it dies
-        self._fd, theirs = os.pipe()
-        try:
-            fcntl.fcntl(self._fd, fcntl.F_SETPIPE_SZ, 1 << 20)  # fewer, larger reads (Linux)
-        except (AttributeError, OSError):
-            pass
-        self._poll = select.poll()
-        self._poll.register(self._fd, select.POLLIN)
-        self._status: int | None = None  # the exit code once reaped (negative: the signal that killed it)
-        parent = os.getpid()
-        try:
-            # os.fork, not multiprocessing: a daemonic worker process (a multiprocessing pool's) may not start
-            # a multiprocessing child, and spawning a fresh interpreter would cost a second
-            self.pid = os.fork()
-        except BaseException:
-            os.close(self._fd)
-            os.close(theirs)
-            self._log.close()
-            raise
-        if self.pid == 0:
-            _child_main(work, theirs, self._fd, self._log.fileno(), parent)
-        os.close(theirs)  # the child's end: its death alone then ends the pipe
-
-    def receive(self) -> tuple[bytes, memoryview]:
-        """The next message's type and body; raises what the child raised, or why it stopped."""
-        if not self._poll.poll(self._stall * 1000):
-            raise self._stopped(self._fault, f"sent nothing for {self._stall:g} s (stuck on a damaged store, "
-                                             "or storage that slow?) and was stopped")
-        kind, size = _FRAME.unpack(self._read(_FRAME.size))
-        body = memoryview(self._read(size))
-        if kind == _ERROR:
-            self._done = True
-            raise _rebuilt(json.loads(bytes(body)))
-        if kind == _END:
-            self._done = True
-        return kind, body
-
-    def _read(self, size: int) -> bytearray:
-        buf = bytearray(size)
-        view, got = memoryview(buf), 0
-        while got < size:
-            n = os.readv(self._fd, [view[got:]])
-            if not n:
-                raise self._died()
-            got += n
-        return buf
-
-    def _reap(self, wait: float) -> int | None:
-        """The child's exit code (negative: killed by that signal) once it has exited, waiting up to ``wait`` s."""
-        deadline = time.monotonic() + wait
-        while self._status is None:
-            pid, status = os.waitpid(self.pid, os.WNOHANG)
-            if pid:
-                self._status = os.waitstatus_to_exitcode(status)
-            elif time.monotonic() >= deadline:
-                break
-            else:
-                time.sleep(0.001)
-        return self._status
-
-    def _died(self) -> PicPacError:
-        code = self._reap(5.0)  # its pipe ended: it is exiting
-        said = self._said()
-        if code is not None and code < 0:
-            try:
-                name = signal.Signals(-code).name
-            except ValueError:
-                name = f"signal {-code}"
-            return self._stopped(self._fault, f"died of {name} in {self._library}{said}{self._hint()}")
-        return self._stopped(WorkerError, f"exited with status {code} before it finished{said}")
-
-    def _stopped(self, cls: type[PicPacError], what: str) -> PicPacError:
-        self.close()
-        return cls(f"{self.path}: the process {self._doing} {what}")
-
-    def _said(self) -> str:
-        """The last line the child printed (a library's message before it died), as `` ("...")``."""
-        try:
-            self._log.seek(max(0, os.fstat(self._log.fileno()).st_size - 2000))
-            lines = self._log.read().decode(errors="replace").strip().splitlines()
-        except (OSError, ValueError):
-            return ""
-        return f' ("{lines[-1].strip()[:300]}")' if lines else ""
-
-    def close(self) -> None:
-        """Stop the child unless it finished, and wait for it. Closing twice is harmless."""
-        if self._closed:
-            return
-        self._closed = True
-        if self._reap(5.0 if self._done else 0.0) is None:
-            os.kill(self.pid, signal.SIGKILL)
-            self._reap(float("inf"))
-        os.close(self._fd)
-        self._log.close()
+_STUCK = " (stuck on a damaged store, or storage that slow?)"
 
 
 def _preload(kind: str) -> None:
@@ -217,77 +94,6 @@ def _preload(kind: str) -> None:
     that another thread of this process may have held at the fork)."""
     if kind in _PACKAGE:
         require_package(_PACKAGE[kind], kind)
-
-
-def _child_main(work: Callable[[Callable[..., None]], None], fd: int, parents_end: int, log: int,
-                parent: int) -> NoReturn:
-    """The forked child's life: ``work``, then out with ``os._exit`` (no atexit handler of the parent's,
-    no flush of its buffers)."""
-    code = 0
-    try:
-        os.close(parents_end)
-        os.dup2(log, 1)  # a library printing to stdout or stderr must not reach the parent's terminal or pipes
-        os.dup2(log, 2)
-        for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
-            # Ctrl-C, and SIGTERM or SIGHUP sent to the whole process group (a batch scheduler, a closed
-            # terminal), are the parent's: it stops this process and removes what it left
-            signal.signal(signum, signal.SIG_IGN)
-        if sys.platform.startswith("linux"):
-            try:  # the kernel kills this process when the parent dies, even stuck in a library's loop
-                ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-            except (OSError, AttributeError):
-                pass
-        if os.getppid() == parent:
-            send = partial(_send, fd)
-            try:
-                work(send)
-                send(_END)
-            except PicPacError as exc:
-                send(_ERROR, _described(exc))
-    except BrokenPipeError:
-        pass  # the parent is gone or stopped listening: nothing to tell
-    except BaseException:
-        traceback.print_exc()  # to the log, which the parent quotes
-        code = 1
-    finally:
-        os._exit(code)
-
-
-def _send(fd: int, kind: bytes, *pieces: Any) -> None:
-    """One message: its frame, then the pieces, with as few ``writev`` calls as the pipe takes."""
-    buffers = [_FRAME.pack(kind, sum(len(p) for p in pieces)), *pieces]
-    first = 0
-    while first < len(buffers):
-        n = os.writev(fd, buffers[first:first + 1024])  # at most IOV_MAX buffers a call
-        while n:
-            if n >= len(buffers[first]):
-                n -= len(buffers[first])
-                first += 1
-            else:
-                buffers[first] = memoryview(buffers[first])[n:]
-                n = 0
-
-
-def _described(exc: PicPacError) -> bytes:
-    """A PicPacError as JSON: its class name, constructor arguments, message and attributes."""
-    attrs = {k: v for k, v in vars(exc).items() if isinstance(v, (str, int, float, type(None)))}
-    return json.dumps({"type": type(exc).__name__, "args": list(exc.__reduce__()[1]), "message": str(exc),
-                       "attrs": attrs, "errno": getattr(exc, "errno", None)}, default=str).encode()
-
-
-def _rebuilt(info: dict) -> PicPacError:
-    """The PicPacError that :func:`_described` described (CorruptError with its message if it cannot be)."""
-    cls = _ERRORS.get(info.get("type"), CorruptError)
-    try:
-        exc = cls(*info["args"])
-    except Exception:
-        exc = None
-    if exc is None or str(exc) != info["message"]:
-        exc = CorruptError(info["message"])
-    exc.__dict__.update(info["attrs"])
-    if isinstance(exc, OSError) and info.get("errno") is not None:
-        exc.errno = info["errno"]
-    return exc
 
 
 class IsolatedReader:
@@ -299,8 +105,9 @@ class IsolatedReader:
     def __init__(self, path: str | os.PathLike, kind: str, *, check: bool = True, stall: float = STALL_SECONDS):
         self.path, self.kind = os.fspath(path), _kind(kind)
         _preload(kind)
-        self._child = _Child(partial(_send_records, self.path, kind, check), self.path, f"reading this {kind} store",
-                             _LIBRARY.get(kind, kind), stall, hint=lambda: ": the store is damaged or truncated")
+        self._child = ForkedChild(partial(_send_records, self.path, kind, check), self.path,
+                                  f"reading this {kind} store", _LIBRARY.get(kind, kind), stall,
+                                  hint=lambda: ": the store is damaged or truncated", suspect=_STUCK)
         try:
             head = json.loads(bytes(self._child.receive()[1]))
         except BaseException:
@@ -314,10 +121,7 @@ class IsolatedReader:
 
     def __iter__(self) -> Iterator[Record]:
         index = 0
-        while True:
-            kind, body = self._child.receive()
-            if kind == _END:
-                break
+        for _, body in self._child.messages():
             pos = 0
             while pos < len(body):
                 (size,) = _SIZE.unpack_from(body, pos)
@@ -377,14 +181,12 @@ def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any
     """:func:`_export` in a child process. Its death is a FileIOError naming ``dst`` (libhdf5 dies of
     SIGSEGV when a write fails on a full disk), and the temporary files it left are removed."""
     _preload(kind)
-    child = _Child(lambda send: _export(db, dst, kind, send=send), dst, f"writing this {kind} store",
-                   _LIBRARY.get(kind, kind), fault=FileIOError, hint=partial(free_space, dst))
+    child = ForkedChild(lambda send: _export(db, dst, kind, send=send), dst, f"writing this {kind} store",
+                        _LIBRARY.get(kind, kind), STALL_SECONDS, fault=FileIOError, hint=partial(free_space, dst),
+                        suspect=_STUCK)
     bar, count = None, 0
     try:
-        while True:
-            what, body = child.receive()
-            if what == _END:
-                break
+        for what, body in child.messages():
             message = json.loads(bytes(body))
             if what == _HEAD:
                 count = message["count"]
