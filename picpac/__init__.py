@@ -2,8 +2,6 @@
 
 The package is one subpackage per layer (docs/architecture.md); this module is the public API.
 """
-__version__ = "0.1.0"
-
 import importlib
 import importlib.abc
 import importlib.machinery
@@ -12,6 +10,7 @@ import sys
 from types import ModuleType
 
 from . import image, sampling, stores  # public subpackages (stores.md, data_source.md)
+from ._version import __version__
 from .compat import dataflow  # public as picpac.dataflow (docs/dataflow.md)
 from .compat.batchup import batch_samplers, data_source, work_pool
 from .errors import (CorruptError, CorruptRecordError, FileIOError, FormatError, ImageTooLargeError, ImportFailedError,

@@ -16,7 +16,7 @@ TESTS = ROOT / "tests"
 # and sources) do not import each other. picpac/__init__.py, the public API, stands above them all.
 # engine (parallel work) needs only errors, so the store importers can run their children on it; compat
 # (batchup's and tensorpack's APIs) stands at the edge beside tools: nothing of the core imports it.
-LAYERS = [("errors",), ("file",), ("engine",), ("stores", "sources"), ("sampling",), ("image",),
+LAYERS = [("errors", "_version"), ("file",), ("engine",), ("stores", "sources"), ("sampling",), ("image",),
           ("stream",), ("adapters",), ("tools", "compat")]
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names} | {"__init__": len(LAYERS)}
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
@@ -41,35 +41,52 @@ def layer(name: str) -> str:
     return name.split(".")[0]
 
 
+def is_module(parts: list[str]) -> bool:
+    """Whether picpac/<parts> is a module: a .py file, a package, or a compiled extension (image/_jpeg)."""
+    where = PACKAGE.joinpath(*parts)
+    return bool(parts) and (where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+                            or any(where.parent.glob(f"{where.name}.*.so")))
+
+
 def imports_of(path: Path) -> set[str]:
-    """What a module imports, relative imports resolved to names under picpac ("file.reader")."""
+    """What a module imports, anywhere in it (a function's imports too): the package's own modules by their
+    names under picpac, relative imports resolved ("file.reader"); a name imported from a package is its
+    submodule where it is one, else the package, whose root is "__init__" (``from .. import __version__``);
+    other modules by their own names ("numpy")."""
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     package = parts[:-1]  # a module's package; for an __init__.py, the package it defines
     names = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package[:len(package) - (node.level - 1)]
-                module = base + (node.module.split(".") if node.module else [])
-                if node.module:
-                    names.add(".".join(module))
-                names |= {".".join(module + [a.name]) for a in node.names if not node.module}
-            elif node.module:
-                names.add(node.module.removeprefix("picpac.") if node.module.startswith("picpac.") else node.module)
+                module = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
+            elif node.module.split(".")[0] == "picpac":
+                module = node.module.split(".")[1:]
+            else:
+                names.add(node.module)
+                continue
+            names |= {".".join(module + [a.name]) if is_module(module + [a.name]) else ".".join(module) or "__init__"
+                      for a in node.names}
         elif isinstance(node, ast.Import):
-            names |= {a.name.removeprefix("picpac.") if a.name.startswith("picpac.") else a.name
+            names |= {".".join(a.name.split(".")[1:]) or "__init__" if a.name.split(".")[0] == "picpac" else a.name
                       for a in node.names}
     return names
 
 
 def internal(name: str) -> bool:
-    """Whether an imported name is a module of the package (not numpy, not ``__version__``)."""
-    return layer(name) in RANK and name != "__init__"
+    """Whether an imported name is a module of the package (not numpy); the package root is one."""
+    return layer(name) in RANK
 
 
 def test_every_module_is_in_a_layer():
     assert {name for name in modules() if layer(name) not in RANK} == set()
-    assert {p.name for p in PACKAGE.iterdir() if p.suffix == ".py"} == {"__init__.py", "errors.py"}
+    assert {p.name for p in PACKAGE.iterdir() if p.suffix == ".py"} == {"__init__.py", "errors.py", "_version.py"}
+
+
+def test_no_module_imports_the_package_root():
+    """picpac/__init__.py imports every layer: a module importing it (``from .. import __version__``) would
+    import the whole package and close a cycle through it (the version is in picpac/_version.py)."""
+    assert [module for module, path in modules().items() if "__init__" in imports_of(path)] == []
 
 
 def test_no_module_imports_a_higher_layer_or_a_sibling():

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import CorruptError, FormatError, PathExistsError
 from . import durable
 from .frames import MAX_METADATA, RECORD_FRAME, RecordFrame, read_metadata_frame, read_record_frame

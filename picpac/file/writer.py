@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
+from .._version import __version__
 from ..errors import (CorruptError, MissingPathError, PathExistsError, PicPacError, PicPacTypeError, PicPacValueError,
                       WriterBusyError)
 from . import durable

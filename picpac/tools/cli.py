@@ -10,7 +10,7 @@ from contextlib import contextmanager, nullcontext
 
 import click
 
-from .. import __version__
+from .._version import __version__
 from ..errors import PicPacError, SourceError
 from ..file import durable
 from ..image.decoding import MAX_PIXELS

@@ -21,7 +21,8 @@ from typing import Any
 import cv2
 import numpy as np
 
-from .. import __version__, image
+from .. import image
+from .._version import __version__
 from ..errors import CorruptRecordError, PathExistsError, PicPacValueError
 from ..file import durable
 from ..file.layout import load_json
