@@ -78,6 +78,28 @@ def internal(name: str) -> bool:
     return layer(name) in RANK
 
 
+def import_graph() -> dict[str, set[str]]:
+    """Each module of the package -> the package's modules it imports."""
+    found = modules()
+    return {module: {name for name in imports_of(path) if name in found and name != module}
+            for module, path in found.items()}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The import cycles of a graph: each group of modules that reach one another, sorted."""
+    reach = {}
+    for start in graph:
+        seen, todo = set(), list(graph[start])
+        while todo:
+            name = todo.pop()
+            if name not in seen:
+                seen.add(name)
+                todo.extend(graph.get(name, ()))
+        reach[start] = seen
+    groups = {frozenset({m} | {n for n in reach[m] if m in reach.get(n, ())}) for m in graph if m in reach[m]}
+    return sorted(sorted(group) for group in groups)
+
+
 def test_every_module_is_in_a_layer():
     assert {name for name in modules() if layer(name) not in RANK} == set()
     assert {p.name for p in PACKAGE.iterdir() if p.suffix == ".py"} == {"__init__.py", "errors.py", "_version.py"}
@@ -87,6 +109,19 @@ def test_no_module_imports_the_package_root():
     """picpac/__init__.py imports every layer: a module importing it (``from .. import __version__``) would
     import the whole package and close a cycle through it (the version is in picpac/_version.py)."""
     assert [module for module, path in modules().items() if "__init__" in imports_of(path)] == []
+
+
+def test_no_import_cycle():
+    """No module imports itself through others, a function's import included: a cycle makes the import order
+    matter and hides what depends on what (stores/base.py's ``__reduce__`` imported convert, which imports
+    every format, which import base)."""
+    assert cycles(import_graph()) == []
+
+
+def test_cycles_finds_every_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": {"e"}, "e": {"d"}, "f": {"a"}, "g": {"g"}, "h": set()}
+    assert cycles(graph) == [["a", "b", "c"], ["d", "e"], ["g"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
 
 
 def test_no_module_imports_a_higher_layer_or_a_sibling():

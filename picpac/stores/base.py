@@ -470,11 +470,15 @@ class StoreReader:
         self.close()
 
     def __reduce__(self):
-        from .convert import _reopen  # convert imports every format, and they import this module
-        return _reopen, (self.path, self.kind, self.check)
+        return _reopen, (type(self), self.path, self.check)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, records={self._count}, fields={self.fields})"
+
+
+def _reopen(cls: type[StoreReader], path: str, check: bool) -> StoreReader:
+    """A pickled reader, opened again by its path (its format's class comes pickled by name)."""
+    return cls(path, check=check)
 
 
 class MappedReader(StoreReader):

@@ -60,10 +60,6 @@ def open_writer(path: str | os.PathLike, kind: str, *, metadata: Mapping[str, An
     return WRITERS[_kind(kind)](path, metadata=metadata, **options)
 
 
-def _reopen(path: str, kind: str, check: bool) -> StoreReader:
-    return open_reader(path, kind, check=check)
-
-
 def open_reader(path: str | os.PathLike, kind: str, *, check: bool = True) -> StoreReader:
     """A reader of the ``kind`` store at ``path``; ``check`` verifies stored checksums where the format
     has them (TFRecord's CRC32C, PPR1's CRC32 in lmdb and binary)."""
