@@ -20,7 +20,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from picpac.stream.config import parse
+from picpac.stream.config import StreamConfig
 from picpac.stream.processor import LazyRng, Processor
 
 from . import jsongen
@@ -64,8 +64,8 @@ def _setup() -> None:
     if _PROCESSORS:
         return
     for config in CONFIGS:
-        c = parse(config)
-        _PROCESSORS.append((c, Processor(c)))
+        c = StreamConfig.from_dict(config)
+        _PROCESSORS.append((c, Processor.of(c)))
     pixels = np.random.default_rng(3).integers(0, 256, (24, 32, 3), np.uint8)
     _IMAGES.append(cv2.imencode(".png", pixels)[1].tobytes())
     _IMAGES.append(cv2.imencode(".jpg", pixels)[1].tobytes())  # deferred decoding, regions

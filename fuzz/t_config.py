@@ -7,7 +7,7 @@ numbers, NaN and infinities, huge ints, strings, lists, dicts, bytes, NumPy scal
 complex and Fraction numbers, callables, transform specs (every v2 type with random parameters).
 Bytes decode to a config deterministically, so any bytes are a case (as atheris gives them).
 
-The contract: ``config.parse`` raises PicPacTypeError or PicPacValueError for a bad config; a parsed
+The contract: ``StreamConfig.from_dict`` raises PicPacTypeError or PicPacValueError for a bad config; a parsed
 one gives an ImageLoader batch and a first ImageStream batch (thread backend; a process one is left
 out for speed), or a PicPacError; nothing else, no hang.
 """
@@ -26,7 +26,7 @@ import numpy as np
 import picpac
 from picpac.errors import PicPacTypeError, PicPacValueError
 from picpac.image.specs import BUILDERS
-from picpac.stream.config import KEYS, LEGACY, parse
+from picpac.stream.config import KEYS, LEGACY, StreamConfig
 
 from .common import Target, attempt, check, outcome, scratch
 from .mutate import mutate
@@ -194,7 +194,7 @@ def _raw(value) -> bool:
 def run_config(data: bytes) -> str:
     _setup()
     db, config = decode_config(data)
-    parsed, err = attempt(parse, config)
+    parsed, err = attempt(StreamConfig.from_dict, config)
     if err is None and _costly(parsed):
         return "skipped costly"
     if err is not None:

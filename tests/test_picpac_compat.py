@@ -277,6 +277,6 @@ def test_no_op_keys_warn_once_per_key(monkeypatch):
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         for _ in range(3):
-            picpac.stream.config.parse(dict(anno_palette="tableau20", split_keys=[0, 1], anno_number=True))
+            picpac.stream.config.StreamConfig.from_dict(dict(anno_palette="tableau20", split_keys=[0, 1], anno_number=True))
     messages = sorted(str(w.message) for w in caught if issubclass(w.category, PicPacConfigWarning))
     assert len(messages) == 3 and "'anno_number'" in messages[0] and "accepted and ignored" in messages[0]

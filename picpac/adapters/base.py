@@ -1,11 +1,13 @@
 """What every adapter's loader shares: one ImageStream, its epochs and its exact resume."""
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
+from ..stream.config import StreamConfig
 from ..stream.image_stream import ImageStream
+from ..stream.legacy import translate
 
 
 def with_rank(config: dict[str, Any], rank: int, world_size: int) -> dict[str, Any]:
@@ -33,6 +35,26 @@ def database_and_config(path: Any, config: dict[str, Any], adapter: str,
         raise PicPacTypeError(f"the {adapter} adapter builds its own ImageStream (it sets order, label_dtype and "
                               f"the shard): pass the database's path and the stream's config keys{instead}")
     return path, config
+
+
+def loader_config(path: Any, config: StreamConfig | None, keys: dict[str, Any], adapter: str,
+                  defaults: Mapping[str, Any], label_dtype: str,
+                  distributed: Callable[[dict[str, Any]], dict[str, Any]] = lambda given: given,
+                  instead: str = "") -> tuple[Any, StreamConfig]:
+    """The database and the StreamConfig a loader runs, from ``config`` (a StreamConfig) and/or ``keys``
+    (ImageStream's keys; PicPac's dict form as ``path``): the loader's ``defaults`` where they leave a key out,
+    ``distributed`` (the framework's rank and world size where they leave those None), and ``label_dtype`` for
+    class ids when the task is classification without ``onehot``."""
+    path, keys = database_and_config(path, keys, adapter, instead)
+    if config is not None and not isinstance(config, StreamConfig):
+        raise PicPacTypeError(f"the {adapter} adapter's config= takes a StreamConfig (StreamConfig.from_dict(keys)), "
+                              f"got {type(config).__name__}; or give the keys themselves")
+    given = distributed(translate({**(config.given if config is not None else {}), **keys}))
+    given = {**defaults, **given}
+    parsed = StreamConfig.from_dict(given)  # every key checked now, the task known, the rank resolved
+    if "label_dtype" not in given and parsed.output.task == "classify" and not parsed.output.onehot:
+        parsed = parsed.replace(label_dtype=label_dtype)
+    return path, parsed
 
 
 class StreamLoader:

@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
-from ..stream.config import parse
+from ..stream.config import StreamConfig
 from ..stream.image_stream import ImageStream
-from ..stream.legacy import translate
 from . import require
-from .base import StreamLoader, database_and_config, with_rank
+from .base import StreamLoader, loader_config, with_rank
 
 jax = require("jax", "jax")
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
@@ -123,22 +122,13 @@ def distributed_defaults(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _stream_args(path: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The path and the stream config the loader runs, and that config parsed: ``loop=False`` (a ``for``
-    loop is an epoch), ``order='NHWC'`` (JAX's and Flax's layout), ``pad=True`` (every batch full: one
-    shape to compile, and a batch that splits evenly over the devices), int32 class ids, and the rank
-    and world size resolved."""
-    path, config = database_and_config(path, config, "jax", ", or use device_put_batches(stream) for a stream "
-                                       "of your own")
-    given = distributed_defaults(translate(config))
-    given.setdefault("loop", False)
-    given.setdefault("order", "NHWC")
-    given.setdefault("pad", True)
-    parsed = parse(given)
-    if "label_dtype" not in given and parsed["task"] == "classify" and not parsed["onehot"]:
-        given["label_dtype"] = "int32"  # class ids; JAX keeps 32-bit integers unless jax_enable_x64
-    given["rank"], given["world_size"] = parsed["rank"], parsed["world_size"]
-    return path, given, parsed
+def _stream_config(path: Any, config: StreamConfig | None, keys: dict[str, Any]) -> tuple[Any, StreamConfig]:
+    """The path and the stream config the loader runs: ``loop=False`` (a ``for`` loop is an epoch),
+    ``order='NHWC'`` (JAX's and Flax's layout), ``pad=True`` (every batch full: one shape to compile, and a batch
+    that splits evenly over the devices), int32 class ids (JAX keeps 32-bit integers unless jax_enable_x64), and
+    the rank and world size resolved."""
+    return loader_config(path, config, keys, "jax", {"loop": False, "order": "NHWC", "pad": True}, "int32",
+                         distributed_defaults, ", or use device_put_batches(stream) for a stream of your own")
 
 
 # -- the loader ---------------------------------------------------------------------------------------------
@@ -161,19 +151,20 @@ class JaxLoader(StreamLoader):
     ``for epoch in range(E): loader.set_epoch(epoch); for images, labels, pad in loader: ...``
     """
 
-    def __init__(self, path: Any, *, sharding: Any = None, devices: Sequence | None = None, **config: Any):
+    def __init__(self, path: Any, config: StreamConfig | None = None, *, sharding: Any = None,
+                 devices: Sequence | None = None, **keys: Any):
         self.sharding = _sharding(sharding, devices)
-        path, config, parsed = _stream_args(path, config)
-        self.rank, self.world_size = parsed["rank"], parsed["world_size"]
+        path, config = _stream_config(path, config, keys)
+        self.rank, self.world_size = config.order.rank, config.order.world_size
         ways = len(self.sharding.mesh.devices.flat) if sharding is None else 1  # a sharding given: JAX checks
-        if parsed["batch"] % ways:
-            raise PicPacValueError(f"batch={parsed['batch']} does not split evenly over the {ways} devices of the "
+        if config.order.batch % ways:
+            raise PicPacValueError(f"batch={config.order.batch} does not split evenly over the {ways} devices of the "
                                    "batch mesh: make it a multiple of the device count, or pass devices=")
-        self.stream = ImageStream(path, **config)
+        self.stream = ImageStream(path, config)
         self._pending_state: dict[str, Any] | None = None  # the stream's state before the batch held ahead
 
     def __iter__(self) -> Iterator[tuple]:
-        if self._pending_state is not None and self.stream.config["loop"]:
+        if self._pending_state is not None and self.stream.config.order.loop:
             # a loop that broke off held a batch ahead: an endless stream goes on from the last batch given
             self.stream.load_state_dict(self._pending_state)
         self._pending_state = None

@@ -33,7 +33,7 @@ from ..file.remote import RemoteOptions
 from ..file.shards import INDEX_SUFFIX, is_index, open_file, resolve, write_index
 from ..file.writer import Writer
 from ..sources import scan
-from ..stream.config import parse
+from ..stream.config import StreamConfig
 from ..stream.processor import LazyRng, Processor
 from . import require
 
@@ -341,9 +341,9 @@ class StreamTransform:
     """
 
     def __init__(self, config: Mapping[str, Any] | None = None, *, epoch: int = 0, **keys: Any):
-        given = {**(config or {}), **keys}
+        given = {**(config.given if isinstance(config, StreamConfig) else config or {}), **keys}
         given.pop("db", None)
-        self.config = parse(given)
+        self.config = StreamConfig.from_dict(given)
         self.epoch = epoch
         self._processor: Processor | None = None
 
@@ -352,8 +352,8 @@ class StreamTransform:
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         if self._processor is None:
-            self._processor = Processor(self.config)
-        processor, seed = self._processor, self.config["seed"]
+            self._processor = Processor.of(self.config)
+        processor, seed = self._processor, self.config.order.seed
         names = [name for name in batch if name not in RESERVED]
         count = len(next(iter(batch.values()))) if batch else 0
         labels = np.asarray(batch["label"], np.float64) if "label" in batch else np.zeros(count)
@@ -363,11 +363,10 @@ class StreamTransform:
         for i, record in enumerate(records):
             fields = {name: batch[name][i] for name in names if batch[name][i] is not None}
             rng = LazyRng(seed, self.epoch, 0, record) if indexes is not None else _NoIndex()
-            sample = processor.decode(fields, float(labels[i]), record, "Ray Data rows")
-            pixels, target, extra = processor.output(processor.augment(processor.settle(sample, rng), rng))
+            pixels, target, extra = processor.sample(fields, float(labels[i]), record, "Ray Data rows", None, rng)
             images.append(pixels), targets.append(target), dense.append(extra)
         arrays = processor.targets(targets, labels, records, dense)
-        names = [*TASK_COLUMNS[self.config["task"]]]
+        names = [*TASK_COLUMNS[self.config.output.task]]
         names += [f"dense{k}" for k in range(len(arrays) - len(names))]
         out = {"image": _stacked(images)}
         out.update((name, np.asarray(a, object) if isinstance(a, list) else a) for name, a in zip(names, arrays))

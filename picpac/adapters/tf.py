@@ -22,10 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
-from ..stream.config import parse
+from ..stream.config import StreamConfig
 from ..stream.image_stream import ImageStream
-from ..stream.legacy import translate
 from . import require
+from .base import loader_config
 
 tf = require("tensorflow", "tf")
 
@@ -33,23 +33,12 @@ __all__ = ["tf_dataset", "dataflow_to_dataset", "stream_signature", "spec_of"]
 
 
 # -- configuration ---------------------------------------------------------------------------------------
-def _stream_args(path: Any, config: dict[str, Any]) -> tuple[Any, dict[str, Any]]:
+def _stream_config(path: Any, config: StreamConfig | None, keys: dict[str, Any]) -> tuple[Any, StreamConfig]:
     """The path and the stream config the adapter runs: ``loop=False`` (an iteration of the dataset is an
-    epoch), ``order='NHWC'`` (Keras' and TensorFlow's CPU convolutions' layout) and int64 class ids, unless
-    the config gives them."""
-    if isinstance(path, Mapping):  # PicPac's dict form
-        config = {**path, **config}
-        path = config.pop("db", None)
-    if path is None:
-        raise PicPacTypeError("tf_dataset needs a database: tf_dataset('db.picpac', ...), {'db': ...}, or an "
-                              "ImageStream")
-    given = translate(config)
-    given.setdefault("loop", False)
-    given.setdefault("order", "NHWC")
-    parsed = parse(given)  # every key checked now, the task known
-    if "label_dtype" not in given and parsed["task"] == "classify" and not parsed["onehot"]:
-        given["label_dtype"] = "int64"  # class ids, as tf.one_hot and Keras' sparse losses take them
-    return path, given
+    epoch), ``order='NHWC'`` (Keras' and TensorFlow's CPU convolutions' layout) and int64 class ids (as tf.one_hot
+    and Keras' sparse losses take them), unless the config gives them."""
+    return loader_config(path, config, keys, "tf", {"loop": False, "order": "NHWC"}, "int64",
+                         instead=", or tf_dataset(stream) for a stream of your own")
 
 
 # -- signatures ---------------------------------------------------------------------------------------------
@@ -204,13 +193,14 @@ def _dataset(generator: Callable[[], Iterator], signature: Any, prefetch: Any) -
     return _prefetched(_from_generator(generator, signature), prefetch)
 
 
-def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = True, **config: Any) -> Any:
+def tf_dataset(source: Any, config: StreamConfig | None = None, *, output_signature: Any = None,
+               prefetch: Any = True, **keys: Any) -> Any:
     """A ``tf.data.Dataset`` of a picpac database's batches: ``tf_dataset(path, **config)``.
 
-    ``source`` is a database's path (or PicPac's ``{'db': path, ...}``) and ``config`` ImageStream's keys
-    (`picpac docs stream`); the adapter sets ``loop=False``, ``order='NHWC'`` and, for classification
+    ``source`` is a database's path (or PicPac's ``{'db': path, ...}``) and ``keys`` ImageStream's keys
+    (`picpac docs stream`), or ``config`` a StreamConfig; the adapter sets ``loop=False``, ``order='NHWC'`` and, for classification
     without ``onehot``, ``label_dtype='int64'``, unless given. ``source`` may also be an ``ImageStream``
-    (no ``config`` then), used as it is: yours to ``set_epoch`` and to close.
+    (no ``config`` or keys then), used as it is: yours to ``set_epoch`` and to close.
 
     Each element is the stream's batch tuple, ``(images, labels, pad)`` or the task's, as tensors with the
     stream's dtypes; ``output_signature`` (default :func:`stream_signature`) is complete, with ``None``
@@ -226,13 +216,14 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
     (:class:`StreamPasses`): a second replaces the first, whose next batch is then an error.
     """
     if isinstance(source, ImageStream):
-        if config:
-            raise PicPacTypeError(f"tf_dataset(stream, ...): an ImageStream comes with its config; {sorted(config)} "
+        if config is not None or keys:
+            given = sorted(keys) if keys else "config="
+            raise PicPacTypeError(f"tf_dataset(stream, ...): an ImageStream comes with its config; {given} "
                                   "are for tf_dataset(path, **config)")
         stream = source
     else:
-        path, given = _stream_args(source, config)
-        stream = ImageStream(path, **given)
+        path, config = _stream_config(source, config, keys)
+        stream = ImageStream(path, config)
     started = None  # the pass the signature was read from, to go on with
     if output_signature is not None:
         signature = output_signature
@@ -248,11 +239,11 @@ def tf_dataset(source: Any, *, output_signature: Any = None, prefetch: Any = Tru
         started = (first, batches)
 
     passes = StreamPasses(stream, signature, started)
-    if stream.config["skip_errors"]:  # batches per pass unknown: the generator's end ends the pass
+    if stream.config.parallelism.skip_errors:  # batches per pass unknown: the generator's end ends the pass
         dataset = _from_generator(passes.generator, signature)
     else:
         dataset = passes.dataset()
-    if stream.config["loop"]:
+    if stream.config.order.loop:
         dataset = dataset.apply(tf.data.experimental.assert_cardinality(tf.data.INFINITE_CARDINALITY))
     return _prefetched(dataset, prefetch)
 
@@ -276,7 +267,7 @@ class StreamPasses:
         self.lock = threading.Lock()  # TensorFlow may call from several threads
 
     def dataset(self) -> Any:
-        count = 2 ** 63 - 1 if self.stream.config["loop"] else len(self.stream)
+        count = 2 ** 63 - 1 if self.stream.config.order.loop else len(self.stream)
         types = [spec.dtype for spec in self.signature]
 
         @tf.autograph.experimental.do_not_convert

@@ -22,11 +22,10 @@ from typing import Any
 import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
-from ..stream.config import parse
+from ..stream.config import StreamConfig
 from ..stream.image_stream import ImageStream
-from ..stream.legacy import translate
 from . import require
-from .base import StreamLoader, database_and_config, with_rank
+from .base import StreamLoader, loader_config, with_rank
 
 torch = require("torch", "torch")
 
@@ -60,24 +59,19 @@ def distributed_defaults(config: dict[str, Any]) -> dict[str, Any]:
     return config
 
 
-def _stream_args(path: Any, config: dict[str, Any], memory_format: str) -> tuple[Any, dict[str, Any], dict[str, Any]]:
-    """The path and the stream config the adapter runs, and that config parsed: ``loop=False`` (a ``for``
-    loop is an epoch), the ``order`` that the memory format views without a copy, int64 class ids by
-    default, and the rank and world size resolved (torch.distributed's, the environment's, or 0 of 1)."""
-    path, config = database_and_config(path, config, "torch")
-    given = distributed_defaults(translate(config))
+def _stream_config(path: Any, config: StreamConfig | None, keys: dict[str, Any], memory_format: str
+                   ) -> tuple[Any, StreamConfig]:
+    """The path and the stream config the adapter runs: ``loop=False`` (a ``for`` loop is an epoch), the ``order``
+    that the memory format views without a copy, int64 class ids by default, and the rank and world size resolved
+    (torch.distributed's, the environment's, or 0 of 1)."""
     order = "NHWC" if memory_format == "channels_last" else "NCHW"
-    if given.get("order", order) != order:
-        raise PicPacValueError(f"order={given['order']!r} does not fit memory_format={memory_format!r}: the images "
-                               f"are NCHW tensors either way; leave order out (memory_format='channels_last' reads "
-                               "the stream's NHWC batch as a channels_last tensor without a copy)")
-    given["order"] = order
-    given.setdefault("loop", False)
-    parsed = parse(given)  # every key checked now, the task known, the rank resolved
-    if "label_dtype" not in given and parsed["task"] == "classify" and not parsed["onehot"]:
-        given["label_dtype"] = "int64"  # class ids as torch's cross_entropy takes them
-    given["rank"], given["world_size"] = parsed["rank"], parsed["world_size"]
-    return path, given, parsed
+    path, parsed = loader_config(path, config, keys, "torch", {"loop": False, "order": order}, "int64",
+                                 distributed_defaults)
+    if parsed.output.order != order:
+        raise PicPacValueError(f"order={parsed.output.order!r} does not fit memory_format={memory_format!r}: the "
+                               "images are NCHW tensors either way; leave order out (memory_format='channels_last' "
+                               "reads the stream's NHWC batch as a channels_last tensor without a copy)")
+    return path, parsed
 
 
 # -- batches -----------------------------------------------------------------------------------------------
@@ -141,12 +135,13 @@ class TorchLoader(StreamLoader):
     ``for epoch in range(E): loader.set_epoch(epoch); for batch in loader: ...``
     """
 
-    def __init__(self, path: Any, *, memory_format: Any = "contiguous", pin_memory: bool = False, **config: Any):
+    def __init__(self, path: Any, config: StreamConfig | None = None, *, memory_format: Any = "contiguous",
+                 pin_memory: bool = False, **keys: Any):
         self.memory_format = _memory_format(memory_format)
         self.pin_memory = _pin_requested(pin_memory)
-        path, config, parsed = _stream_args(path, config, self.memory_format)
-        self.rank, self.world_size = parsed["rank"], parsed["world_size"]
-        self.stream = ImageStream(path, **config)
+        path, config = _stream_config(path, config, keys, self.memory_format)
+        self.rank, self.world_size = config.order.rank, config.order.world_size
+        self.stream = ImageStream(path, config)
 
     def __iter__(self) -> Iterator[tuple]:
         channels_last = self.memory_format == "channels_last"
@@ -173,11 +168,12 @@ class TorchDataset(torch.utils.data.IterableDataset):
     by themselves at each new loop, as a stream does.
     """
 
-    def __init__(self, path: Any, *, memory_format: Any = "contiguous", **config: Any):
+    def __init__(self, path: Any, config: StreamConfig | None = None, *, memory_format: Any = "contiguous",
+                 **keys: Any):
         super().__init__()
         self.memory_format = _memory_format(memory_format)
-        self.path, self.config, parsed = _stream_args(path, config, self.memory_format)
-        self.rank, self.world_size = parsed["rank"], parsed["world_size"]
+        self.path, self.config = _stream_config(path, config, keys, self.memory_format)
+        self.rank, self.world_size = self.config.order.rank, self.config.order.world_size
         self._epoch: int | None = None
         self._stream: ImageStream | None = None
         self._key: tuple[int, int, int] | None = None  # (pid, worker, workers) the stream was made for
@@ -206,11 +202,11 @@ class TorchDataset(torch.utils.data.IterableDataset):
                 self._stream.close()
             self._stream = self._applied = None
         if self._stream is None:
-            config = dict(self.config)
-            if workers > 1 and "workers" not in config and "threads" not in config:
-                config["workers"] = max(1, (os.cpu_count() or 1) // workers)
-            config["rank"], config["world_size"] = self.shard()
-            self._stream = ImageStream(self.path, **config)
+            rank, world_size = self.shard()
+            changes: dict[str, Any] = {"rank": rank, "world_size": world_size}
+            if workers > 1 and self.config.given.get("workers") is None:
+                changes["workers"] = max(1, (os.cpu_count() or 1) // workers)
+            self._stream = ImageStream(self.path, self.config.replace(**changes))
             self._key = key
         return self._stream
 

@@ -3,37 +3,26 @@ place in a ring of batch buffers, and the consumer gets NumPy views of whole bat
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterable, Iterator
+from typing import Any
 
 import numpy as np
 
 from ..errors import PicPacError, PicPacValueError
+from .executor import Delivery, OnError
 from .processes import OK, ProcessPool
 
 _END = object()
 
 
-class SharedBatch(NamedTuple):
-    """One batch of ``SharedBatches``."""
-
-    arrays: np.ndarray | list[np.ndarray]
-    """``(n, *shape)`` view into the shared ring; a list of the samples' arrays when some did not fit it."""
-    items: list
-    """The batch's items, in input order."""
-    extras: list
-    """What the work returned beside each array."""
-    taken: int
-    """Items consumed for this batch, skipped ones included."""
-
-
 class SharedBatches:
     """Batches of ``batch`` results in input order, the arrays written by ``pool``'s workers into shared memory.
 
-    ``SharedBatches(pool, batch, window, keep)(items, on_error)`` yields :class:`SharedBatch` es; call
+    ``SharedBatches(pool, batch, window, keep)(items, on_error)`` yields :class:`~picpac.engine.executor.Delivery` s; call
     it again for the next pass (on the same ring, its buffers counted on from the last pass). The
     ring has ``keep + ceil(window / batch)`` batch buffers, made from the first array that comes
-    back (until then at most one item per worker is in flight). Each item goes to the place of its
+    back (until then at most one item per worker is in flight), or from ``layout`` (one array's shape and
+    dtype) when it is known before. Each item goes to the place of its
     batch where it will be delivered; a yielded batch's buffer is reused only once ``keep`` more
     batches were asked for, so it stays valid until then. An array of another shape or dtype than
     the first comes back pickled, and its batch is delivered as a list. ``on_error(item, exception)``
@@ -42,12 +31,13 @@ class SharedBatches:
     A run left early (``close()`` on its generator) leaves items in flight: close the pool then.
     """
 
-    def __init__(self, pool: ProcessPool, batch: int, window: int, keep: int = 1):
+    def __init__(self, pool: ProcessPool, batch: int, window: int, keep: int = 1,
+                 layout: tuple[tuple[int, ...], Any] | None = None):
         if batch < 1 or window < 1 or keep < 1:
             raise PicPacValueError(f"batch, window and keep must be >= 1, got {batch}, {window}, {keep}")
         self.pool, self.batch, self.window, self.keep = pool, batch, window, keep
         self.ring = keep + -(-window // batch)  # the kept batches, the one being filled, the ones the window reaches
-        self._arena: np.ndarray | None = None
+        self._arena = None if layout is None else pool.arena(layout[0], layout[1], self.ring * batch)
         self._started = 0  # batches begun so far, over every run: the next run begins with a fresh buffer
         self._yielded = 0  # batches yielded so far, over every run
 
@@ -55,7 +45,7 @@ class SharedBatches:
         return (place // self.batch) % self.ring * self.batch + place % self.batch
 
     def __call__(self, items: Iterable[Any],
-                 on_error: Callable[[Any, BaseException], None] | None = None) -> Iterator[SharedBatch]:
+                 on_error: OnError | None = None) -> Iterator[Delivery]:
         pool, batch, slot = self.pool, self.batch, self._slot
         if pool.pending:
             raise PicPacError("the process pool still has items in flight from a run left early; close it")
@@ -120,10 +110,10 @@ class SharedBatches:
             self._started = -(-cursor // batch)
 
 
-def _batch(arena: np.ndarray | None, start: int, items: list, extras: list, loose: list, taken: int) -> SharedBatch:
+def _batch(arena: np.ndarray | None, start: int, items: list, extras: list, loose: list, taken: int) -> Delivery:
     n = len(items)
     if all(a is None for a in loose):
         arrays: Any = arena[start:start + n]
     else:
         arrays = [arena[start + i] if a is None else a for i, a in enumerate(loose)]
-    return SharedBatch(arrays, items, extras, taken)
+    return Delivery(arrays, items, extras, taken)

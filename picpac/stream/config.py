@@ -5,8 +5,8 @@ import difflib
 import math
 import numbers
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
@@ -241,126 +241,210 @@ def _border(name: str, value: Any) -> str:
                            f"'constant', 'replicate', 'reflect', 'wrap', got {value!r}")
 
 
-KEYS: dict[str, Key] = {
-    # order and passes
-    "seed": Key(2016, _int(0, 2**63 - 1)),
-    "loop": Key(True, _bool),
-    "shuffle": Key(True, _bool),
-    "reshuffle": Key(True, _bool),
-    "shuffle_chunk": Key(0, _int(0, 2**31 - 1)),
-    "shuffle_window": Key(8, _int(1, 2**31 - 1)),
-    "batch": Key(1, _int(1, MAX_BATCH)),
-    "pad": Key(False, _bool),
-    "preload": Key(None, _int(1, MAX_BATCH)),
-    "threads": Key(None, _int(1, MAX_WORKERS)),
-    "workers": Key(None, _int(1, MAX_WORKERS)),
-    "backend": Key("thread", _choice("thread", "process")),
-    "start_method": Key("spawn", _choice("spawn", "fork")),
-    "copy": Key(True, _bool),
-    "vectorize": Key(None, _optional_bool),
-    "profile": Key(False, _bool),
-    "cache": Key(False, _bool),
-    "skip_errors": Key(False, _bool),
-    "timeout": Key(None, _timeout),
-    # ranks (distributed training)
-    "rank": Key(None, _optional_int(0, MAX_RANKS - 1)),
-    "world_size": Key(None, _optional_int(1, MAX_RANKS)),
-    "shard_pad": Key(True, _bool),
-    # splits and mixing
-    "split": Key(1, _int(1, 2**31 - 1)),
-    "split_fold": Key(0, _int(0, 2**31 - 2)),
-    "split_negate": Key(False, _bool),
-    "stratify": Key(False, _bool),
-    "oversample": Key(False, _bool),
-    "mixin": Key(None, _path_or_none),
-    "mixin_group_reset": Key(-1.0, _float),
-    "mixin_group_delta": Key(0.0, _float),
-    "mixin_max": Key(0, _int(0)),
-    "mixin_randomize": Key(False, _bool),
-    # remote files (s3://, gs://, http(s)://: docs/stream.md, "Object storage")
-    "cache_dir": Key(None, _path_or_none),
-    "cache_limit": Key(CACHE_LIMIT, _size(1)),
-    "storage_options": Key(None, _storage_options),
-    "remote_retries": Key(RETRIES, _int(0, 100)),
-    "remote_block_size": Key(BLOCK_SIZE, _size(MIN_BLOCK, MAX_BLOCK)),
-    # decoding and geometry
-    "image_field": Key("image", _field),
-    "raw": Key((), _fields),
-    "channels": Key(3, _choice(1, 3, -1)),
-    "reduced_decode": Key(True, _bool),
-    "region_decode": Key(True, _bool),
-    "max_pixels": Key(MAX_PIXELS, _int(0)),
-    "resize_width": Key(0, _int(0, MAX_SIDE)),
-    "resize_height": Key(0, _int(0, MAX_SIDE)),
-    "min_size": Key(0, _int(0, MAX_SIDE)),
-    "max_size": Key(0, _int(0, MAX_SIDE)),
-    "crop_width": Key(0, _int(0, MAX_SIDE)),
-    "crop_height": Key(0, _int(0, MAX_SIDE)),
-    "round_div": Key(0, _int(0, MAX_SIDE)),
-    "round_mod": Key(0, _int(0, MAX_SIDE)),
-    "perturb": Key(None, _optional_bool),
-    "pert_color1": Key(0.0, _bounded(-255, 255)),
-    "pert_color2": Key(0.0, _bounded(-255, 255)),
-    "pert_color3": Key(0.0, _bounded(-255, 255)),
-    "pert_colorspace": Key("BGR", _choice("BGR", "RGB", "HSV", "Lab", "SAME")),
-    "pert_angle": Key(0.0, _bounded(-360, 360)),
-    "pert_min_scale": Key(1.0, _bounded(0, MAX_SCALE)),
-    "pert_max_scale": Key(1.0, _bounded(0, MAX_SCALE)),
-    "pert_hflip": Key(False, _bool),
-    "pert_vflip": Key(False, _bool),
-    "pert_border": Key("constant", _border),
-    "transforms": Key((), _transforms),
-    # annotations and tasks
-    "annotate": Key(None, _annotate),
-    "annotation_field": Key(None, _optional_field),
-    "anno_type": Key(None, _anno_type),
-    "anno_min_ratio": Key(0.0, _bounded(0, 1)),
-    "point_radius": Key(None, _optional_radius),
-    "anno_color1": Key(None, _optional_float),
-    "anno_color2": Key(None, _optional_float),
-    "anno_color3": Key(None, _optional_float),
-    "anno_thickness": Key(-1, _int(-1, MAX_SIDE)),
-    "anno_copy": Key(False, _bool),
-    "task": Key(None, _choice(None, "classify", "segment", "detect", "keypoints")),
-    "min_box_area": Key(1.0, _float),
-    "max_boxes": Key(0, _int(0, MAX_CLASSES)),
-    # output
-    "order": Key("NCHW", _choice("NCHW", "NHWC")),
-    "dtype": Key("float32", _choice("float32", "uint8")),
-    "colorspace": Key("RGB", _choice("RGB", "BGR")),
-    "mean": Key(None, _channel_values),
-    "std": Key(None, _channel_values),
-    "onehot": Key(0, _int(0, MAX_CLASSES)),
-    "label_dtype": Key("float32", _choice("float32", "int64", "int32")),
-    "value_range": Key("0-255", _choice("0-255", "0-1")),
-    "dump": Key(0, _int(0, MAX_BATCH)),
-}
+def key(default: Any, check: Callable[[str, Any], Any]) -> Any:
+    """A config key's field: its default and the check that returns its normalised value or raises."""
+    return field(default=default, metadata={"check": check})
 
+
+@dataclass(frozen=True)
+class Order:
+    """Which samples in what order, in what batches, on which rank (docs/stream.md)."""
+
+    seed: int = key(2016, _int(0, 2**63 - 1))
+    loop: bool = key(True, _bool)
+    shuffle: bool = key(True, _bool)
+    reshuffle: bool = key(True, _bool)
+    shuffle_chunk: int = key(0, _int(0, 2**31 - 1))
+    shuffle_window: int = key(8, _int(1, 2**31 - 1))
+    batch: int = key(1, _int(1, MAX_BATCH))
+    pad: bool = key(False, _bool)
+    rank: int | None = key(None, _optional_int(0, MAX_RANKS - 1))
+    world_size: int | None = key(None, _optional_int(1, MAX_RANKS))
+    shard_pad: bool = key(True, _bool)
+
+
+@dataclass(frozen=True)
+class Parallelism:
+    """How the work runs: the executor, its workers, how far ahead, and what it does with failures."""
+
+    workers: int | None = key(None, _int(1, MAX_WORKERS))
+    preload: int | None = key(None, _int(1, MAX_BATCH))
+    backend: str = key("thread", _choice("thread", "process"))
+    start_method: str = key("spawn", _choice("spawn", "fork"))
+    copy: bool = key(True, _bool)
+    vectorize: bool | None = key(None, _optional_bool)
+    profile: bool = key(False, _bool)
+    cache: bool = key(False, _bool)
+    skip_errors: bool = key(False, _bool)
+    timeout: float | None = key(None, _timeout)
+
+
+@dataclass(frozen=True)
+class Split:
+    """Which records form the pool: a fold of the database, plus the mixin's."""
+
+    split: int = key(1, _int(1, 2**31 - 1))
+    split_fold: int = key(0, _int(0, 2**31 - 2))
+    split_negate: bool = key(False, _bool)
+    stratify: bool = key(False, _bool)
+    oversample: bool = key(False, _bool)
+    mixin: str | None = key(None, _path_or_none)
+    mixin_group_reset: float = key(-1.0, _float)
+    mixin_group_delta: float = key(0.0, _float)
+    mixin_max: int = key(0, _int(0))
+    mixin_randomize: bool = key(False, _bool)
+
+
+@dataclass(frozen=True)
+class Remote:
+    """Files on object storage (s3://, gs://, http(s)://: docs/stream.md, "Object storage")."""
+
+    cache_dir: str | None = key(None, _path_or_none)
+    cache_limit: int = key(CACHE_LIMIT, _size(1))
+    storage_options: dict[str, Any] | None = key(None, _storage_options)
+    remote_retries: int = key(RETRIES, _int(0, 100))
+    remote_block_size: int = key(BLOCK_SIZE, _size(MIN_BLOCK, MAX_BLOCK))
+
+
+@dataclass(frozen=True)
+class Decode:
+    """What a record's fields become: the image (and raw fields), and its annotation."""
+
+    image_field: str | int = key("image", _field)
+    raw: tuple = key((), _fields)
+    channels: int = key(3, _choice(1, 3, -1))
+    reduced_decode: bool = key(True, _bool)
+    region_decode: bool = key(True, _bool)
+    max_pixels: int = key(MAX_PIXELS, _int(0))
+    annotate: str | None = key(None, _annotate)
+    annotation_field: str | int | None = key(None, _optional_field)
+
+
+@dataclass(frozen=True)
+class Augment:
+    """The geometry and the random steps: sizes, PicPac's pert_* keys, crops, ``transforms``."""
+
+    resize_width: int = key(0, _int(0, MAX_SIDE))
+    resize_height: int = key(0, _int(0, MAX_SIDE))
+    min_size: int = key(0, _int(0, MAX_SIDE))
+    max_size: int = key(0, _int(0, MAX_SIDE))
+    crop_width: int = key(0, _int(0, MAX_SIDE))
+    crop_height: int = key(0, _int(0, MAX_SIDE))
+    round_div: int = key(0, _int(0, MAX_SIDE))
+    round_mod: int = key(0, _int(0, MAX_SIDE))
+    anno_min_ratio: float = key(0.0, _bounded(0, 1))
+    perturb: bool | None = key(None, _optional_bool)
+    pert_color1: float = key(0.0, _bounded(-255, 255))
+    pert_color2: float = key(0.0, _bounded(-255, 255))
+    pert_color3: float = key(0.0, _bounded(-255, 255))
+    pert_colorspace: str = key("BGR", _choice("BGR", "RGB", "HSV", "Lab", "SAME"))
+    pert_angle: float = key(0.0, _bounded(-360, 360))
+    pert_min_scale: float = key(1.0, _bounded(0, MAX_SCALE))
+    pert_max_scale: float = key(1.0, _bounded(0, MAX_SCALE))
+    pert_hflip: bool = key(False, _bool)
+    pert_vflip: bool = key(False, _bool)
+    pert_border: str = key("constant", _border)
+    transforms: tuple = key((), _transforms)
+
+
+@dataclass(frozen=True)
+class Output:
+    """The batch's arrays: the task and its targets, the images' layout, type and normalisation."""
+
+    task: str | None = key(None, _choice(None, "classify", "segment", "detect", "keypoints"))
+    order: str = key("NCHW", _choice("NCHW", "NHWC"))
+    dtype: str = key("float32", _choice("float32", "uint8"))
+    colorspace: str = key("RGB", _choice("RGB", "BGR"))
+    mean: tuple[float, ...] | None = key(None, _channel_values)
+    std: tuple[float, ...] | None = key(None, _channel_values)
+    value_range: str = key("0-255", _choice("0-255", "0-1"))
+    onehot: int = key(0, _int(0, MAX_CLASSES))
+    label_dtype: str = key("float32", _choice("float32", "int64", "int32"))
+    anno_type: int | None = key(None, _anno_type)
+    anno_color1: float | None = key(None, _optional_float)
+    anno_color2: float | None = key(None, _optional_float)
+    anno_color3: float | None = key(None, _optional_float)
+    anno_thickness: int = key(-1, _int(-1, MAX_SIDE))
+    anno_copy: bool = key(False, _bool)
+    point_radius: float | None = key(None, _optional_radius)
+    min_box_area: float = key(1.0, _float)
+    max_boxes: int = key(0, _int(0, MAX_CLASSES))
+    dump: int = key(0, _int(0, MAX_BATCH))
+
+
+GROUPS = {"order": Order, "parallelism": Parallelism, "split": Split, "remote": Remote, "decode": Decode,
+          "augment": Augment, "output": Output}
+"""StreamConfig's groups by attribute name."""
+GROUP_OF = {f.name: group for group, cls in GROUPS.items() for f in fields(cls)}
+"""Every config key's group."""
+KEYS: dict[str, Key] = {f.name: Key(f.default, f.metadata["check"]) for cls in GROUPS.values() for f in fields(cls)}
+"""Every config key: its default and its check."""
+ALIASES = {"threads": "workers"}
+"""Other names of a key that ``config[name]`` reads (PicPac's ``threads``: legacy.translate)."""
 LEGACY = LEGACY_KEYS
 """PicPac's keys that are turned into others (legacy.translate; `picpac docs stream`, "PicPac's configs")."""
 
 
-def parse(config: Mapping[str, Any]) -> dict[str, Any]:
-    """Every key with its checked value (defaults filled in); unknown keys raise, naming the closest one."""
-    given = translate(config)
-    unknown = [name for name in given if name not in KEYS]
-    if unknown:
-        name = unknown[0]
-        close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else "; see `picpac docs stream` for the keys"
-        raise PicPacValueError(f"unknown config key {name!r}{hint}")
-    values = {name: key.default for name, key in KEYS.items()}
-    for name, value in given.items():
-        values[name] = KEYS[name].check(name, value)
-    _check_together(values)
-    return values
+@dataclass(frozen=True)
+class StreamConfig(Mapping):
+    """A stream's whole configuration, checked, in groups (``config.order.batch``, ``config.output.dtype``).
+
+    ``StreamConfig.from_dict(keys)`` is the way in from keyword arguments (PicPac's keys included); ImageStream
+    and the adapters take a StreamConfig as it is. Each component receives the groups it needs. It is also a
+    read-only mapping of every key by its flat name (``config["batch"]``), as PicPac's configs name them.
+    """
+
+    order: Order = field(default_factory=Order)
+    parallelism: Parallelism = field(default_factory=Parallelism)
+    split: Split = field(default_factory=Split)
+    remote: Remote = field(default_factory=Remote)
+    decode: Decode = field(default_factory=Decode)
+    augment: Augment = field(default_factory=Augment)
+    output: Output = field(default_factory=Output)
+    given: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """The keys it was made from (translated to ours; read, do not change), to make it again with some changed."""
+
+    @classmethod
+    def from_dict(cls, config: Mapping[str, Any]) -> StreamConfig:
+        """Every key checked (defaults filled in); unknown keys raise, naming the closest one."""
+        given = translate(config)
+        unknown = [name for name in given if name not in KEYS]
+        if unknown:
+            name = unknown[0]
+            close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else "; see `picpac docs stream` for the keys"
+            raise PicPacValueError(f"unknown config key {name!r}{hint}")
+        values = {name: k.default for name, k in KEYS.items()}
+        for name, value in given.items():  # (None is every None default's "unset")
+            if not (value is None and values[name] is None):
+                values[name] = KEYS[name].check(name, value)
+        _check_together(values)
+        return cls(**{group: kind(**{f.name: values[f.name] for f in fields(kind)}) for group, kind in GROUPS.items()},
+                   given=given)
+
+    def replace(self, **keys: Any) -> StreamConfig:
+        """This config with ``keys`` set (checked again, with the keys it was made from)."""
+        return StreamConfig.from_dict({**self.given, **keys})
+
+    def defaults(self, **keys: Any) -> StreamConfig:
+        """This config with ``keys`` set where it was made without them (an adapter's own defaults)."""
+        return StreamConfig.from_dict({**keys, **self.given})
+
+    def __getitem__(self, name: str) -> Any:
+        return getattr(getattr(self, GROUP_OF[ALIASES.get(name, name)]), ALIASES.get(name, name))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(KEYS)
+
+    def __len__(self) -> int:
+        return len(KEYS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Every key by its flat name."""
+        return dict(self)
 
 
 def _check_together(c: dict[str, Any]) -> None:
-    if c["threads"] is not None and c["workers"] is not None and c["threads"] != c["workers"]:
-        raise PicPacValueError(f"config keys 'threads' ({c['threads']}) and 'workers' ({c['workers']}) are two "
-                               "names of one count (PicPac's and the backend-neutral one); give one")
-    c["workers"] = c["threads"] = c["workers"] if c["workers"] is not None else c["threads"]
     _check_ranks(c)
     if c["split_fold"] >= c["split"] > 1:
         raise PicPacValueError(f"config key 'split_fold' must be < split={c['split']}, got {c['split_fold']}")

@@ -12,9 +12,17 @@ import numbers
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
+from ..image.color import AddColor
+from ..image.transforms import Affine, Crop, Flip, RoundSize, Sample
+
+if TYPE_CHECKING:
+    from .config import Augment
 
 
 class PicPacConfigWarning(UserWarning):
@@ -146,6 +154,13 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("threads", "preload"):  # PicPac's 0: its default
         if _is_int(given.get(key)) and given[key] == 0:
             del given[key]
+    if "threads" in given:  # PicPac's name of ``workers``
+        threads = given.pop("threads")
+        if given.get("workers") is not None and threads is not None and threads != given["workers"]:
+            raise PicPacValueError(f"config keys 'threads' ({threads}) and 'workers' ({given['workers']}) are two "
+                                   "names of one count (PicPac's and the backend-neutral one); give one")
+        if given.get("workers") is None:
+            given["workers"] = threads
     if _is_int(given.get("channels")) and given["channels"] == 0:  # legacy: 0 = as stored
         given["channels"] = -1
     if "decode_mode" in given:  # PicPac decodes with it, then converts to `channels` when that is set
@@ -172,6 +187,42 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-LEGACY_KEYS = ("bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
+LEGACY_KEYS = ("threads", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
                *NO_OPS, *RENAMED)
 """Every PicPac key that translate() turns into another (for typo suggestions)."""
+
+
+@dataclass(frozen=True)
+class SameColor:
+    """PicPac's pert_colorspace='SAME': one value drawn from [-v, v] added to every channel (saturating)."""
+
+    value: float
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        delta = round(float(rng.uniform(-self.value, self.value)))
+        if delta:
+            image = sample.image
+            shifted = image.astype(np.float32) + delta
+            sample.image = np.clip(shifted, 0, 255).astype(np.uint8) if image.dtype == np.uint8 else shifted
+        return sample
+
+
+def perturbation(a: Augment) -> list:
+    """PicPac's perturb/pert_* keys and the crop/round keys as steps, in PicPac's order."""
+    steps: list = []
+    if a.perturb:
+        if a.pert_angle or (a.pert_min_scale, a.pert_max_scale) != (1.0, 1.0):
+            steps.append(Affine(rotate=a.pert_angle, scale=(a.pert_min_scale, a.pert_max_scale), border=a.pert_border))
+        if a.pert_hflip or a.pert_vflip:
+            steps.append(Flip(horizontal=0.5 * a.pert_hflip, vertical=0.5 * a.pert_vflip))
+        colors = (abs(a.pert_color1), abs(a.pert_color2), abs(a.pert_color3))
+        if a.pert_colorspace == "SAME":
+            if colors[0]:
+                steps.append(SameColor(colors[0]))
+        elif any(colors):
+            steps.append(AddColor(colors, colorspace=a.pert_colorspace))
+    if a.crop_width or a.crop_height:
+        steps.append(Crop(a.crop_width, a.crop_height, random=bool(a.perturb)))
+    if a.round_div:
+        steps.append(RoundSize(a.round_div, a.round_mod, random=bool(a.perturb)))
+    return steps

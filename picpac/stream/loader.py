@@ -14,7 +14,7 @@ from ..errors import (
     PicPacValueError,
     SampleError,
 )
-from .config import parse
+from .config import StreamConfig
 from .processor import LazyRng, Processor
 
 
@@ -27,26 +27,24 @@ class ImageLoader:
     model sees at inference what it saw in validation.
     """
 
-    def __init__(self, config: Mapping[str, Any] | None = None, **more: Any):
-        given = {**(config or {}), **more}
+    def __init__(self, config: Mapping[str, Any] | StreamConfig | None = None, **more: Any):
+        given = {**(config.given if isinstance(config, StreamConfig) else config or {}), **more}
         for key in ("db", "images", "annotation_field"):  # the image is the bytes given: no fields to name
             given.pop(key, None)
         given.update(perturb=False, annotate=None, task="classify", image_field="image", raw=(), dump=0)
-        self.config = parse(given)
-        self.processor = Processor(self.config)
+        self.config = StreamConfig.from_dict(given)
+        self.processor = Processor.of(self.config)
 
     def load_binary(self, data: bytes | memoryview, where: str = "image bytes") -> np.ndarray:
         """The image batch of one encoded image."""
+        rng = LazyRng(self.config.order.seed, 0, 0, 0)
         try:
-            sample = self.processor.decode({"image": data}, 0.0, 0, where)
+            image, _, _ = self.processor.sample({"image": data}, 0.0, 0, where, None, rng)
         except SampleError as exc:
             large = exc.__cause__
             if isinstance(large, ImageTooLargeError):
                 raise ImageTooLargeError(large.width, large.height, large.limit, where) from None
             raise PicPacValueError(f"{where}: cannot decode the image (corrupt, truncated or not an image)") from None
-        rng = LazyRng(self.config["seed"], 0, 0, 0)
-        sample = self.processor.augment(self.processor.settle(sample, rng), rng)
-        image, _, _ = self.processor.output(sample)
         return image[None]
 
     def load_path(self, path: str | os.PathLike) -> np.ndarray:

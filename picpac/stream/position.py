@@ -19,7 +19,7 @@ from ..file.reader import Reader
 from ..file.shards import ShardedReader
 from ..sampling import Sampler
 from ..sampling.sampler import shard
-from .config import KEYS
+from .config import KEYS, Order, StreamConfig
 
 STATE_FORMAT = "picpac.ImageStream.state/1"
 POSITIONS = 2**63
@@ -78,13 +78,12 @@ class Position:
     whole batches with ``pad``; each iteration is one pass.
     """
 
-    def __init__(self, sampler: Sampler, config: dict[str, Any], path: str):
-        c = config
+    def __init__(self, sampler: Sampler, order: Order, path: str):
         self.sampler, self.n, self.path = sampler, len(sampler), path
         self.last_epoch = POSITIONS // self.n - 1
         """The last epoch this stream can reach (``POSITIONS``)."""
-        self.loop, self.reshuffle, self.batch, self.pad = c["loop"], c["reshuffle"], c["batch"], c["pad"]
-        self.rank, self.world, self.shard_pad = c["rank"], c["world_size"], c["shard_pad"]
+        self.loop, self.reshuffle, self.batch, self.pad = order.loop, order.reshuffle, order.batch, order.pad
+        self.rank, self.world, self.shard_pad = order.rank, order.world_size, order.shard_pad
         if self.n < self.world and not self.shard_pad:
             raise PicPacValueError(f"{path}: world_size={self.world} with shard_pad=False, but the stream has only "
                                    f"{self.n} samples: every rank would get none; set shard_pad=True (ranks "
@@ -222,7 +221,7 @@ def fingerprint(reader: Reader | ShardedReader) -> dict[str, Any]:
     return {"records": len(reader), "commit": int(commit.seq), "crc": int(commit.crc), "bytes": int(commit.end)}
 
 
-def state_dict(position: Position, config: dict[str, Any], readers: list[Reader]) -> dict[str, Any]:
+def state_dict(position: Position, config: StreamConfig, readers: list[Reader]) -> dict[str, Any]:
     """The JSON-serialisable state of a stream (docs/stream.md, "Ranks and resume")."""
     return {"format": STATE_FORMAT, **position.state(),
             "config": {key: config[key] for key in MATCH},
@@ -234,7 +233,7 @@ def _equal(theirs: Any, ours: Any) -> bool:
     return isinstance(theirs, bool) == isinstance(ours, bool) and theirs == ours
 
 
-def load_state_dict(position: Position, config: dict[str, Any], readers: list[Reader], state: Any) -> None:
+def load_state_dict(position: Position, config: StreamConfig, readers: list[Reader], state: Any) -> None:
     """Restore ``state`` into ``position``, or PicPacValueError naming what differs from this stream, or the
     key that no state of it can hold."""
     path = readers[0].path

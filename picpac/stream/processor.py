@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -22,10 +22,10 @@ from .. import image
 from ..errors import ImageTooLargeError, PicPacValueError, SampleError
 from ..file.layout import ArraySpec
 from ..image import specs
-from ..image.color import AddColor
 from ..image.shapes import Shapes
-from ..image.transforms import (Affine, Crop, Flip, LimitSize, Rasterize, Resize, RoundSize, Sample, apply_all,
-                                convert)
+from ..image.transforms import LimitSize, Rasterize, Resize, Sample, apply_all, convert
+from .config import Augment, Decode, Output, StreamConfig
+from .legacy import perturbation
 
 Target = np.ndarray | None
 
@@ -100,21 +100,6 @@ CV_DEPTHS = ("uint8", "int8", "uint16", "int16", "int32", "float32", "float64")
 
 
 @dataclass(frozen=True)
-class SameColor:
-    """PicPac's pert_colorspace='SAME': one value drawn from [-v, v] added to every channel (saturating)."""
-
-    value: float
-
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
-        delta = round(float(rng.uniform(-self.value, self.value)))
-        if delta:
-            image = sample.image
-            shifted = image.astype(np.float32) + delta
-            sample.image = np.clip(shifted, 0, 255).astype(np.uint8) if image.dtype == np.uint8 else shifted
-        return sample
-
-
-@dataclass(frozen=True)
 class AnnotationZoom:
     """PicPac's anno_min_ratio: when the shapes' bounding box covers less than ``ratio`` of the image, zoom
     into a window of the image's aspect around it (kept inside the image) where it covers ``ratio``,
@@ -149,71 +134,66 @@ def _field_name(fields: Mapping[str, Any], index: int, key: str, record: int, wh
     return names[index]
 
 
-class Processor:
-    """Per-sample work for one config (see docs/stream.md and docs/augment.md)."""
+def _rasterizer(output: Output) -> Rasterize:
+    """Shapes to a mask: anno_color1..3 (default: each shape's label), anno_thickness, anno_copy, and PicPac's
+    anno_type (the mask's OpenCV type: its channels and depth) and point_radius."""
+    values = [v for v in (output.anno_color1, output.anno_color2, output.anno_color3) if v is not None]
+    channels, dtype = max(1, len(values)), "uint8"
+    if output.anno_type is not None:
+        channels, dtype = (output.anno_type >> 3) + 1, CV_DEPTHS[output.anno_type & 7]
+        values = (values + [0.0] * channels)[:channels] if values else values  # PicPac's colours 2, 3: 0
+    radius = 2 if output.point_radius is None else round(output.point_radius)
+    return Rasterize(thickness=output.anno_thickness, values=tuple(values) or None, channels=channels, dtype=dtype,
+                     copy=output.anno_copy, point_radius=radius)
 
-    def __init__(self, config: dict[str, Any]):
-        c = self.config = config
-        self.rgb = c["colorspace"] == "RGB"
+
+class Processor:
+    """Per-sample work for one config's decode, augment and output groups (docs/stream.md, docs/augment.md)."""
+
+    def __init__(self, decode: Decode, augment: Augment, output: Output, profile: bool = False):
+        self.decoding, self.outputs = decode, output
+        self.rgb = output.colorspace == "RGB"
         self.fixed: list = []
-        if c["min_size"] or c["max_size"]:
-            self.fixed.append(LimitSize(c["min_size"], c["max_size"]))
-        if c["resize_width"] or c["resize_height"]:
-            self.fixed.append(Resize(c["resize_width"], c["resize_height"]))
-        if c["anno_min_ratio"]:
-            self.fixed.append(AnnotationZoom(c["anno_min_ratio"]))
-        self.transforms = specs.build(c["transforms"], random=c["perturb"] is not False)
+        if augment.min_size or augment.max_size:
+            self.fixed.append(LimitSize(augment.min_size, augment.max_size))
+        if augment.resize_width or augment.resize_height:
+            self.fixed.append(Resize(augment.resize_width, augment.resize_height))
+        if augment.anno_min_ratio:
+            self.fixed.append(AnnotationZoom(augment.anno_min_ratio))
+        self.transforms = specs.build(augment.transforms, random=augment.perturb is not False)
         """The steps of the config key 'transforms': the last of ``random``."""
-        self.random = self._legacy_perturbation() + self.transforms
-        self.rasterize = self._rasterizer()
-        self.channel_first = c["order"] == "NCHW"
-        self.dtype = np.dtype(c["dtype"])
-        mean, std = c["mean"], c["std"]
-        if c["value_range"] == "0-1":  # mean/std in torchvision's units: (x / 255 - mean) / std
+        self.random = perturbation(augment) + self.transforms
+        self.rasterize = _rasterizer(output)
+        self.channel_first = output.order == "NCHW"
+        self.dtype = np.dtype(output.dtype)
+        mean, std = output.mean, output.std
+        if output.value_range == "0-1":  # mean/std in torchvision's units: (x / 255 - mean) / std
             mean = None if mean is None else tuple(255 * m for m in mean)
             std = (255.0,) if std is None else tuple(255 * s for s in std)
         self.mean = None if mean is None else np.float32(mean)
         self.std = None if std is None else np.float32(std)
-        self.label_dtype = np.dtype(c["label_dtype"])
-        self.decode_image = _timed_decode if c["profile"] else image.decode_channels
-        self.max_pixels = c["max_pixels"]
+        self.label_dtype = np.dtype(output.label_dtype)
+        self.decode_image = _timed_decode if profile else image.decode_channels
+        self.max_pixels = decode.max_pixels
         # a region of an upright JPEG only (libjpeg does not apply EXIF orientation)
-        self.region_decode = c["region_decode"] and image.REGION_DECODE
+        self.region_decode = decode.region_decode and image.REGION_DECODE
 
-    def _rasterizer(self) -> Rasterize:
-        """Shapes to a mask: anno_color1..3 (default: each shape's label), anno_thickness, anno_copy, and
-        PicPac's anno_type (the mask's OpenCV type: its channels and depth) and point_radius."""
-        c = self.config
-        values = [v for v in (c["anno_color1"], c["anno_color2"], c["anno_color3"]) if v is not None]
-        channels, dtype = max(1, len(values)), "uint8"
-        if c["anno_type"] is not None:
-            channels, dtype = (c["anno_type"] >> 3) + 1, CV_DEPTHS[c["anno_type"] & 7]
-            values = (values + [0.0] * channels)[:channels] if values else values  # PicPac's colours 2, 3: 0
-        radius = 2 if c["point_radius"] is None else round(c["point_radius"])
-        return Rasterize(thickness=c["anno_thickness"], values=tuple(values) or None, channels=channels, dtype=dtype,
-                         copy=c["anno_copy"], point_radius=radius)
+    @classmethod
+    def of(cls, config: StreamConfig) -> Processor:
+        """The processor of a stream config."""
+        return cls(config.decode, config.augment, config.output, config.parallelism.profile)
 
-    def _legacy_perturbation(self) -> list:
-        """PicPac's perturb/pert_* keys and the crop/round keys, in PicPac's order."""
-        c = self.config
-        steps: list = []
-        if c["perturb"]:
-            if c["pert_angle"] or (c["pert_min_scale"], c["pert_max_scale"]) != (1.0, 1.0):
-                steps.append(Affine(rotate=c["pert_angle"], scale=(c["pert_min_scale"], c["pert_max_scale"]),
-                                    border=c["pert_border"]))
-            if c["pert_hflip"] or c["pert_vflip"]:
-                steps.append(Flip(horizontal=0.5 * c["pert_hflip"], vertical=0.5 * c["pert_vflip"]))
-            colors = (abs(c["pert_color1"]), abs(c["pert_color2"]), abs(c["pert_color3"]))
-            if c["pert_colorspace"] == "SAME":
-                if colors[0]:
-                    steps.append(SameColor(colors[0]))
-            elif any(colors):
-                steps.append(AddColor(colors, colorspace=c["pert_colorspace"]))
-        if c["crop_width"] or c["crop_height"]:
-            steps.append(Crop(c["crop_width"], c["crop_height"], random=bool(c["perturb"])))
-        if c["round_div"]:
-            steps.append(RoundSize(c["round_div"], c["round_mod"], random=bool(c["perturb"])))
-        return steps
+    def sample(self, fields: dict[str, Any], label: float, record: int, where: str,
+               arrays: Mapping[str, ArraySpec] | None, rng: Any,
+               cache: Callable[[Sample], Sample] | None = None) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
+        """A record's fields all the way to its output arrays: decode -> settle -> augment -> output. ``cache``
+        (if given) is handed the settled sample, the deterministic part, and returns the sample to augment."""
+        settled = self.settle(self.decode(fields, label, record, where, arrays), rng)
+        return self.finish(settled if cache is None else cache(settled), rng)
+
+    def finish(self, settled: Sample, rng: Any) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
+        """A settled sample's random steps, then its output arrays."""
+        return self.output(self.augment(settled, rng))
 
     # -- steps ------------------------------------------------------------------------------------
     def decode(self, fields: dict[str, Any], label: float, record: int, where: str,
@@ -233,17 +213,17 @@ class Processor:
 
     def _decode(self, fields: dict[str, Any], label: float, record: int, where: str,
                 arrays: Mapping[str, ArraySpec] | None) -> Sample:
-        c = self.config
-        name = self.field_name(fields, c["image_field"], "image_field", record, where)
+        c = self.decoding
+        name = self.field_name(fields, c.image_field, "image_field", record, where)
         if name not in fields:
             raise SampleError(where, record, f"has no {name!r} field (its fields: {list(fields)})")
-        data, channels = fields[name], c["channels"]
-        extra: dict[str, Any] = {"colorspace": c["colorspace"], "source": where}
-        if c["raw"]:
-            names = [f if isinstance(f, str) else _field_name(fields, f, "raw", record, where) for f in c["raw"]]
+        data, channels = fields[name], c.channels
+        extra: dict[str, Any] = {"colorspace": self.outputs.colorspace, "source": where}
+        if c.raw:
+            names = [f if isinstance(f, str) else _field_name(fields, f, "raw", record, where) for f in c.raw]
             extra["raw"] = tuple(bytes(fields[n]) if n in fields else b"" for n in names)  # a missing name: b""
         spec = arrays.get(name) if arrays else None
-        header = image.jpeg_header(data) if spec is None and channels in (1, 3) and self.config["reduced_decode"] else None
+        header = image.jpeg_header(data) if spec is None and channels in (1, 3) and c.reduced_decode else None
         if spec is not None:
             sample = Sample(array_view(data, spec, name, record, where), label, record, extra=extra)
         elif header is not None:
@@ -258,7 +238,7 @@ class Processor:
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra)
-        annotate, field = c["annotate"], c["annotation_field"]
+        annotate, field = c.annotate, c.annotation_field
         name = None if field is None or annotate == "auto" else \
             self.field_name(fields, field, "annotation_field", record, where)
         if annotate == "json":
@@ -329,14 +309,14 @@ class Processor:
         Dense targets are the arrays a transform put in ``sample.extra["dense"]`` (e.g. anchor
         maps), in the order they were added; each becomes one more batch array.
         """
-        task = self.config["task"]
+        task = self.outputs.task
         if task == "segment" and sample.shapes is not None:
             sample = self.rasterize(sample, None)
         pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
         dense = tuple(sample.extra.get("dense", {}).values()) + sample.extra.get("raw", ())
         if task == "classify":
             return pixels, None, dense
-        if self.config["annotate"] == "auto":  # PicPac's autoencoder target: the output image itself
+        if self.decoding.annotate == "auto":  # PicPac's autoencoder target: the output image itself
             return pixels, convert(sample.image, False, np.dtype(np.float32), self.mean, self.std), dense
         if task == "segment":
             if sample.mask is None:
@@ -351,7 +331,7 @@ class Processor:
         w, h = sample.size
         boxes = np.clip(shapes.boxes()[keep], 0, (w, h, w, h))
         area = (boxes[:, 2] - boxes[:, 0]) * (boxes[:, 3] - boxes[:, 1])
-        big = area >= max(self.config["min_box_area"], 1e-9)
+        big = area >= max(self.outputs.min_box_area, 1e-9)
         return np.hstack([shapes.labels[keep][big, None], boxes[big]]).astype(np.float32)
 
     def _points(self, sample: Sample) -> np.ndarray:
@@ -373,14 +353,14 @@ class Processor:
         return self._task_targets(targets, labels, records) + stacked
 
     def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
-        task = self.config["task"]
+        task = self.outputs.task
         if task == "classify":
-            out = self._onehot_labels(labels) if self.config["onehot"] else labels
+            out = self._onehot_labels(labels) if self.outputs.onehot else labels
             return (out.astype(self.label_dtype, copy=False),)
         if task == "segment":
             return (self._masks(targets, records),)
         counts = np.array([len(t) for t in targets], np.int32)
-        n = self.config["max_boxes"] or max(1, int(counts.max()))
+        n = self.outputs.max_boxes or max(1, int(counts.max()))
         width = 5 if task == "detect" else 3
         out = np.zeros((len(targets), n, width), np.float32)
         out[:, :, 0] = -1  # padding rows: label -1
@@ -390,7 +370,7 @@ class Processor:
 
     def _onehot_labels(self, labels: np.ndarray) -> np.ndarray:
         """One-hot rows of class ids (the stream checked every label of its pool against ``onehot``)."""
-        k = self.config["onehot"]
+        k = self.outputs.onehot
         rows = np.zeros((len(labels), k), np.float32)  # (not np.eye(k)[labels]: k x k floats)
         rows[np.arange(len(labels)), labels.astype(np.int64)] = 1
         return rows
@@ -398,7 +378,7 @@ class Processor:
     def _masks(self, masks: list[np.ndarray], records: list[int]) -> np.ndarray:
         """(B, 1, H, W) float32 masks, or (B, K, H, W) one-hot with ``onehot=K`` (NHWC: channels last)."""
         stacked = np.stack([m if m.ndim == 3 else m[:, :, None] for m in masks])
-        k = self.config["onehot"]
+        k = self.outputs.onehot
         if k:
             if stacked.shape[3] != 1:
                 raise PicPacValueError("onehot masks need single-channel masks")

@@ -50,8 +50,8 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
                 last_tick = now
         elapsed = time.perf_counter() - start
         stats = stream.stats()
-        workers = stream.config["workers"] or os.cpu_count() or 1
-        backend = stream.config["backend"]
+        workers = stream.config.parallelism.workers or os.cpu_count() or 1
+        backend = stream.config.parallelism.backend
     if "stages" not in stats:
         raise PicPacValueError(f"stage times come from the per-sample path on threads; this stream runs the "
                                f"{stats.get('path', 'batch')} path with backend={backend!r} "

@@ -27,7 +27,7 @@ from ..file.reader import Reader
 from ..image.shapes import KINDS, Shapes
 from ..image.transforms import Sample
 from ..stores.base import output_errors
-from ..stream.config import parse
+from ..stream.config import StreamConfig
 from ..stream.image_stream import ImageStream
 from .bench import parse_settings
 from .downsize import Progress, bar_of, check_positive
@@ -115,7 +115,8 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
         fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
     if annotations and not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
         config["annotate"] = "any"
-    config["transforms"] = [*parse({"transforms": config.get("transforms", ())})["transforms"], keep_annotations]
+    config["transforms"] = [*StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms,
+                           keep_annotations]
     _check_out(out, overwrite)
     temp = durable.temp_path(durable.target(out))
     with output_errors(out):

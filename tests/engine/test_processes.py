@@ -195,9 +195,9 @@ def test_views_into_shared_memory_stay_valid(db, clean):
     with picpac.ImageStream(db, batch=8, loop=False, backend="process", workers=2, preload=8, copy=False) as s:
         for last in s:  # a pass: 4 batches on a ring of 3 buffers, the last in buffer 0
             pass
-        held, pids = last[0].copy(), s._pipeline._workers.pids
+        held, pids = last[0].copy(), s._pipeline.executor.pool.pids
         first = next(s)[0]  # the next pass: same workers, and the ring counts on (last stays intact)
-        assert np.array_equal(last[0], held) and s._pipeline._workers.pids == pids
+        assert np.array_equal(last[0], held) and s._pipeline.executor.pool.pids == pids
         del last, first
     with picpac.ImageStream(db, batch=5, backend="process", workers=1) as s:  # copy=True, the default
         images = next(s)[0]  # a copy in memory of its own (an aligned slice of a NumPy buffer), not a view
@@ -254,7 +254,7 @@ def test_worker_exception_reaches_the_consumer(db, clean):
         notes = "\n".join(info.value.__notes__)
         assert "record 7" in notes  # the processor's note survived the trip
         assert "traceback in picpac worker" in notes and 'in boom\n    raise ZeroDivisionError' in notes
-        assert s._pipeline._workers is None  # stopped at once, not at close()
+        assert s._pipeline.executor.pool is None  # stopped at once, not at close()
     with picpac.ImageStream(db, shuffle=False, batch=4, workers=2, backend="process",
                             transforms=[raise_unpicklable]) as s:
         with pytest.raises(WorkerError, match=r"test_processes.Unpicklable: holds a lock") as info:
@@ -276,7 +276,7 @@ def test_worker_that_cannot_start(db, clean):
 def test_sigkill_of_a_worker_is_reported_within_5s(db, clean):
     with picpac.ImageStream(db, batch=4, workers=2, backend="process", transforms=[slow]) as s:
         next(s)
-        victim = s._pipeline._workers.pids[1]
+        victim = s._pipeline.executor.pool.pids[1]
         os.kill(victim, signal.SIGKILL)
         t = time.monotonic()
         with pytest.raises(WorkerError, match=rf"picpac worker 1 of 2 \(pid {victim}\) was killed by SIGKILL"):
@@ -298,7 +298,7 @@ def test_a_stopped_worker_is_a_timeout_error_naming_it(tmp_path, clean, vectoriz
         path, config = make_db(tmp_path / "db.picpac", 30, size=(24, 18)), dict(batch=4, transforms=[slow])
     with picpac.ImageStream(path, workers=2, backend="process", timeout=1.5, **config) as s:
         next(s), next(s)  # both workers started (each sent a result)
-        victim = s._pipeline._workers.pids[1]
+        victim = s._pipeline.executor.pool.pids[1]
         os.kill(victim, signal.SIGSTOP)
         start = time.monotonic()
         with pytest.raises(picpac.WorkerTimeoutError) as info:
@@ -307,7 +307,7 @@ def test_a_stopped_worker_is_a_timeout_error_naming_it(tmp_path, clean, vectoriz
         assert time.monotonic() - start < 1.5 + 3
         assert str(info.value).startswith(f"picpac worker 1 of 2 (pid {victim}) sent nothing for 1.5 s "
                                           "(timeout=1.5); it is stopped (SIGSTOP, a debugger)")
-        assert isinstance(info.value, TimeoutError) and s._pipeline._workers is None
+        assert isinstance(info.value, TimeoutError) and s._pipeline.executor.pool is None
     assert not alive(victim)
 
 
@@ -338,17 +338,17 @@ def test_break_close_and_del_stop_the_workers_within_1s(db, clean):
         return not any(alive(p) for p in pids) and blocks() == set()
     s = picpac.ImageStream(db, batch=2, workers=2, backend="process", transforms=[slow])
     for _ in s:
-        pids = s._pipeline._workers.pids
+        pids = s._pipeline.executor.pool.pids
         assert all(alive(p) for p in pids) and len(blocks()) == 1
         break
     assert stopped(pids)
     next(s)
-    pids = s._pipeline._workers.pids
+    pids = s._pipeline.executor.pool.pids
     s.close()
     assert stopped(pids)
     s = picpac.ImageStream(db, batch=2, workers=2, backend="process")
     next(s)
-    pids = s._pipeline._workers.pids
+    pids = s._pipeline.executor.pool.pids
     del s
     assert stopped(pids)
 
@@ -377,7 +377,7 @@ def test_ctrl_c_stops_everything(db, tmp_path, clean):
     try:
         for i, batch in enumerate(stream):
             if i == 0:
-                print(*stream._pipeline._workers.pids, flush=True)
+                print(*stream._pipeline.executor.pool.pids, flush=True)
     except KeyboardInterrupt:
         print("interrupted", flush=True)
         sys.exit(130)
@@ -401,7 +401,7 @@ def test_exit_without_close_leaves_nothing(db, tmp_path, clean):
     for _ in range(3):
         next(stream)
     import os
-    print(os.getpid(), *stream._pipeline._workers.pids, flush=True)
+    print(os.getpid(), *stream._pipeline.executor.pool.pids, flush=True)
     """
     proc = subprocess.run(script(tmp_path, db, body), capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr

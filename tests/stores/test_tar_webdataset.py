@@ -152,18 +152,18 @@ def test_image_field_on_both_paths_and_annotation_field(tmp_path):
 
 
 def test_legacy_field_numbers_map_onto_the_field_keys():
-    from picpac.stream.config import parse
-    assert parse({"images": [2]})["image_field"] == 2 and parse({"images": [0]})["image_field"] == "image"
-    c = parse({"annotate": [1]})
+    from picpac.stream.config import StreamConfig
+    assert StreamConfig.from_dict({"images": [2]})["image_field"] == 2 and StreamConfig.from_dict({"images": [0]})["image_field"] == "image"
+    c = StreamConfig.from_dict({"annotate": [1]})
     assert (c["annotate"], c["annotation_field"], c["task"]) == ("any", 1, "segment")
-    assert parse({"annotate": True})["annotation_field"] == 1 and parse({"annotate": [0]})["annotate"] == "auto"
-    assert parse({"annotate": []})["annotate"] is None
+    assert StreamConfig.from_dict({"annotate": True})["annotation_field"] == 1 and StreamConfig.from_dict({"annotate": [0]})["annotate"] == "auto"
+    assert StreamConfig.from_dict({"annotate": []})["annotate"] is None
     with pytest.raises(picpac.PicPacValueError, match="config keys 'images' .* and 'image_field' both given"):
-        parse({"images": [1], "image_field": "jpg"})
+        StreamConfig.from_dict({"images": [1], "image_field": "jpg"})
     with pytest.raises(picpac.PicPacValueError, match="names several fields"):
-        parse({"images": [0, 1]})
+        StreamConfig.from_dict({"images": [0, 1]})
     with pytest.raises(picpac.PicPacTypeError, match="'image_field' must be a field name"):
-        parse({"image_field": 1.5})
+        StreamConfig.from_dict({"image_field": 1.5})
 
 
 def test_image_member_names_follow_the_bytes_type(tmp_path):

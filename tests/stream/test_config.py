@@ -1,5 +1,5 @@
 """Stream configs (picpac/stream/config.py): values that would reach OpenCV or NumPy out of their range, or
-make outputs no machine holds, are refused by parse with the key, the range and the value."""
+make outputs no machine holds, are refused by StreamConfig.from_dict with the key, the range and the value."""
 from __future__ import annotations
 
 import re
@@ -9,7 +9,7 @@ import pytest
 
 import picpac
 from picpac.errors import PicPacTypeError, PicPacValueError
-from picpac.stream.config import parse
+from picpac.stream.config import StreamConfig
 
 from conftest import make_db, png
 
@@ -46,19 +46,19 @@ CASES = [  # the fuzzer's reproducers (docs/reliability.md, config-unbounded and
 @pytest.mark.parametrize("config, error, message", CASES, ids=[str(c[0])[:40] for c in CASES])
 def test_out_of_range_values_are_refused_by_parse(config, error, message):
     with pytest.raises(error, match=re.escape(message)):
-        parse(config)
+        StreamConfig.from_dict(config)
     with pytest.raises(error, match=re.escape(message)):
         picpac.ImageLoader(config)
 
 
 def test_values_at_the_bounds_are_kept():
-    c = parse(dict(resize_width=32766, resize_height=8192, anno_thickness=32766, pert_min_scale=16,
+    c = StreamConfig.from_dict(dict(resize_width=32766, resize_height=8192, anno_thickness=32766, pert_min_scale=16,
                    pert_max_scale=16, pert_color1=-255, pert_angle=360, onehot=2**16, max_boxes=2**16,
                    workers=1024, split=2**31 - 1, split_fold=5, mixin="", mean=np.array([1.0, 2.0, 3.0])))
     assert (c["resize_width"], c["anno_thickness"], c["pert_max_scale"], c["onehot"], c["workers"]) == \
         (32766, 32766, 16.0, 65536, 1024)
     assert c["mixin"] is None and c["mean"] == (1.0, 2.0, 3.0) and c["split"] == 2**31 - 1
-    c = parse(dict(batch=2**16, preload=2**16, crop_width=128, crop_height=128))  # 12 GiB batches
+    c = StreamConfig.from_dict(dict(batch=2**16, preload=2**16, crop_width=128, crop_height=128))  # 12 GiB batches
     assert (c["batch"], c["preload"]) == (65536, 65536)
 
 
@@ -99,11 +99,11 @@ def test_mean_of_the_wrong_length_for_the_stored_channels_is_an_error_at_constru
 
 def test_a_crop_larger_than_a_fixed_resize_is_refused():
     with pytest.raises(PicPacValueError, match=re.escape("config key 'crop_width' (40) exceeds 'resize_width' (32)")):
-        parse(dict(resize_width=32, resize_height=32, crop_width=40, crop_height=28))
+        StreamConfig.from_dict(dict(resize_width=32, resize_height=32, crop_width=40, crop_height=28))
     with pytest.raises(PicPacValueError, match=re.escape("'crop_height' (30) exceeds 'resize_height' (20)")):
-        parse(dict(resize_height=20, crop_height=30))
-    assert parse(dict(resize_width=32, resize_height=32, crop_width=32, crop_height=28))["crop_width"] == 32
-    assert parse(dict(crop_width=4000))["crop_width"] == 4000  # no fixed size: smaller images are padded
+        StreamConfig.from_dict(dict(resize_height=20, crop_height=30))
+    assert StreamConfig.from_dict(dict(resize_width=32, resize_height=32, crop_width=32, crop_height=28))["crop_width"] == 32
+    assert StreamConfig.from_dict(dict(crop_width=4000))["crop_width"] == 4000  # no fixed size: smaller images are padded
 
 
 def test_label_dtype_and_value_range(tmp_path):
@@ -122,4 +122,4 @@ def test_label_dtype_and_value_range(tmp_path):
     with picpac.ImageStream(db, value_range="0-1", **plain) as c:
         np.testing.assert_allclose(next(c)[0], pixels / 255, atol=1e-6)
     with pytest.raises(PicPacValueError, match="'value_range' .* needs dtype='float32'"):
-        parse(dict(value_range="0-1", dtype="uint8"))
+        StreamConfig.from_dict(dict(value_range="0-1", dtype="uint8"))

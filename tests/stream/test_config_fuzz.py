@@ -1,5 +1,5 @@
 """The robustness suite for stream configs (docs/reliability.md): random keys and values through
-config.parse, ImageLoader and a first ImageStream batch: PicPacTypeError / PicPacValueError, or batches."""
+StreamConfig.from_dict, ImageLoader and a first ImageStream batch: PicPacTypeError / PicPacValueError, or batches."""
 from __future__ import annotations
 
 import math
@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from fuzz import harness  # noqa: E402
 from picpac.errors import PicPacTypeError, PicPacValueError  # noqa: E402
-from picpac.stream.config import KEYS, LEGACY, parse  # noqa: E402
+from picpac.stream.config import KEYS, LEGACY, StreamConfig  # noqa: E402
 
 FAST = settings(derandomize=True, database=None, deadline=None, max_examples=300,
                 suppress_health_check=[HealthCheck.too_slow])
@@ -34,7 +34,7 @@ VALUES = (st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_
 @given(st.dictionaries(st.sampled_from(sorted(KEYS) + sorted(LEGACY) + ["threds", "x"]), VALUES, max_size=6))
 def test_parse_accepts_or_names_the_key(config):
     try:
-        parsed = parse(config)
+        parsed = StreamConfig.from_dict(config)
     except (PicPacTypeError, PicPacValueError) as exc:
         assert any(repr(k) in str(exc) or k in str(exc) for k in config) or "config key" in str(exc)
         return
@@ -50,4 +50,4 @@ def test_parse_accepts_or_names_the_key(config):
                                         ("pert_min_scale", 0.0), ("seed", -1), ("transforms", 5)])
 def test_bad_values_are_picpac_errors(key, value):
     with pytest.raises((PicPacTypeError, PicPacValueError)):
-        parse({key: value})
+        StreamConfig.from_dict({key: value})

@@ -165,5 +165,5 @@ def test_only_the_chunked_order_reads_a_local_file_ahead(tmp_path):
     for name, keys in {"chunked": dict(shuffle_chunk=4), "random": {}, "file order": dict(shuffle=False,
                                                                                        shuffle_chunk=4)}.items():
         with picpac.ImageStream(str(tmp_path / "a.picpac"), **keys) as stream:
-            fetchers[name] = [f is not None for f in stream._pipeline._fetchers]
+            fetchers[name] = [f is not None for f in stream._pipeline.pool.fetchers]
     assert fetchers == {"chunked": [True], "random": [False], "file order": [False]}

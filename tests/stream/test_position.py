@@ -8,14 +8,15 @@ import pytest
 
 from picpac import PicPacValueError
 from picpac.sampling import Sampler
+from picpac.stream.config import Order
 from picpac.stream.position import POSITIONS, Position
 
 
 def position(n: int = 10, *, loop: bool = True, rank: int = 0, world: int = 1, shard_pad: bool = True,
              oversample: bool = False) -> Position:
     sampler = Sampler(np.arange(n) % 3, 5, shuffle=True, reshuffle=True, oversample=oversample)
-    config = dict(loop=loop, reshuffle=True, batch=4, pad=True, rank=rank, world_size=world, shard_pad=shard_pad)
-    return Position(sampler, config, "db.picpac")
+    order = Order(loop=loop, reshuffle=True, batch=4, pad=True, rank=rank, world_size=world, shard_pad=shard_pad)
+    return Position(sampler, order, "db.picpac")
 
 
 def stepped(p: Position, epoch: int, start: int, offset: int, steps: int) -> tuple[int, int, int]:

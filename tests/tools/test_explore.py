@@ -23,7 +23,7 @@ pytest.importorskip("jinja2")
 
 import picpac  # noqa: E402
 from picpac.sampling.folds import assign_folds, select  # noqa: E402
-from picpac.stream.config import parse  # noqa: E402
+from picpac.stream.config import StreamConfig  # noqa: E402
 from picpac.tools import info  # noqa: E402
 from picpac.tools.explore import augment, thumbnails  # noqa: E402
 from tests.conftest import SHARED_DATA  # noqa: E402
@@ -281,7 +281,7 @@ def test_hostile_config_is_refused_with_a_message(server, text):
 def test_load_config_keeps_output_fixed_and_gives_the_parsed_config():
     config, parsed = augment.load_config('{"resize_width": 32, "resize_height": 32, "seed": 3}')
     assert config["dtype"] == "uint8" and config["order"] == "NHWC" and config["max_pixels"] == augment.MAX_PIXELS
-    assert parsed == parse(config) and parsed["resize_width"] == 32 and parsed["pert_border"] == "constant"
+    assert parsed == StreamConfig.from_dict(config) and parsed["resize_width"] == 32 and parsed["pert_border"] == "constant"
 
 
 def test_host_header_and_security_headers(server):

@@ -38,7 +38,7 @@ import yaml
 
 from ...errors import PicPacError, PicPacValueError
 from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
-from ...stream.config import parse
+from ...stream.config import StreamConfig
 from ...stream.image_stream import ImageStream
 from ...stream.processor import Processor
 from .thumbnails import LRUBytes
@@ -129,7 +129,7 @@ def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
         raise ConfigRefused(f"config key 'max_pixels' must be an int in [1, {MAX_PIXELS:,}] in the explorer, "
                             f"got {pixels!r:.40}")
     config.update(FIXED)
-    return config, parse(config)
+    return config, StreamConfig.from_dict(config)
 
 
 _SIZE_KEYS = {LimitSize: ("min_size", "max_size"), Resize: ("resize_width", "resize_height"),
@@ -145,7 +145,7 @@ def _no_pixels(reduction: int, region: Any) -> None:
     raise _NoPixels
 
 
-def check_cost(c: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
+def check_cost(c: StreamConfig, sizes: list[tuple[int, int]]) -> None:
     """ConfigRefused when a run of the parsed config ``c`` on images of these ``sizes`` (width, height) would
     make an image of more than ``max_pixels`` at any step, or a batch of more than MAX_OUTPUT_BYTES.
 
@@ -153,7 +153,7 @@ def check_cost(c: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
     of every step that changes the size is exact (resize keys with one side scale the other by the image's
     aspect ratio; crop, pad and scale steps; ``transforms``), random ones at one draw; a step that reads pixels
     leaves the size as it is. Without sizes, an output size the config fixes is checked."""
-    processor = Processor(c)
+    processor = Processor.of(c)
     steps = processor.fixed + processor.random
     transforms = {id(step) for step in processor.transforms}
     names = []
@@ -162,11 +162,12 @@ def check_cost(c: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
         names.append(f"config key {' and '.join(map(repr, keys))}" if keys else f"config key 'transforms' ({step!r})")
     peak = None  # (pixels, the step's name, the database's size, the size the step made)
     output = 0
+    limit, a = c.decode.max_pixels, c.augment
     for width, height in sorted(set(sizes)):
-        if c["max_pixels"] and width * height > c["max_pixels"]:
+        if limit and width * height > limit:
             continue  # the stream refuses such an image before any step
         sample = Sample(None, 0.0, 0, size=(width, height), decoder=_no_pixels)
-        rng = np.random.default_rng(c["seed"])
+        rng = np.random.default_rng(c.order.seed)
         for name, step in zip(names, steps):
             before = sample.size
             try:
@@ -177,16 +178,16 @@ def check_cost(c: dict[str, Any], sizes: list[tuple[int, int]]) -> None:
             if sample.size != before and (peak is None or w * h > peak[0]):
                 peak = (w * h, name, (width, height), (w, h))
         output = max(output, sample.size[0] * sample.size[1])
-    if peak is not None and peak[0] > c["max_pixels"]:
+    if peak is not None and peak[0] > limit:
         pixels, name, (width, height), (w, h) = peak
         raise ConfigRefused(f"{name} makes the database's {width}x{height} images {w}x{h} ({pixels:,} pixels), "
-                            f"more than max_pixels={c['max_pixels']:,} (the explorer's bound on every image a run "
+                            f"more than max_pixels={limit:,} (the explorer's bound on every image a run "
                             "makes); lower it")
-    fixed = (c["crop_width"] or c["resize_width"], c["crop_height"] or c["resize_height"])
+    fixed = (a.crop_width or a.resize_width, a.crop_height or a.resize_height)
     if not sizes and all(fixed):
         output = fixed[0] * fixed[1]
-    if c["batch"] * output * 4 > MAX_OUTPUT_BYTES:
-        raise ConfigRefused(f"{c['batch']} samples of up to {output:,} pixels are more than the explorer's "
+    if c.order.batch * output * 4 > MAX_OUTPUT_BYTES:
+        raise ConfigRefused(f"{c.order.batch} samples of up to {output:,} pixels are more than the explorer's "
                             f"{MAX_OUTPUT_BYTES >> 20} MiB per run; lower 'batch' or the size")
 
 

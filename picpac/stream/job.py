@@ -1,0 +1,86 @@
+"""What a stream is made of: a pool of keys, a job (what one unit of work does) and an executor.
+
+The pool is the stream's samples (records of the database and the mixin, and their labels); a key is a
+position in the pool and an epoch. A job turns keys into units, runs one unit on a worker (``job(unit) ->
+(array, extra)``, picklable for worker processes) and turns the executor's deliveries into the parts of
+batches; the stream's one delivery loop (``image_stream``) assembles and hands out the batches.
+``sample_job.SampleJob`` makes one sample per unit, ``batch_job.BatchJob`` a whole batch of array records;
+a new job is a new module implementing :class:`Job`.
+"""
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+
+from ..engine.executor import Delivery
+from .config import StreamConfig
+from .position import Keys
+
+
+def capacity(config: StreamConfig) -> tuple[int, int]:
+    """``(workers, preload)``: the workers a stream runs (``workers``, else one per core) and the samples it makes
+    ahead (``preload``, else 16 per worker and at least a batch)."""
+    workers = config.parallelism.workers or os.cpu_count() or 1
+    return workers, config.parallelism.preload or max(16 * workers, config.order.batch)
+
+
+@dataclass(frozen=True)
+class Pool:
+    """The stream's samples: the record and the reader (``source``: 0 the database, 1 the mixin) of each pool
+    position, its label, and each source's prefetch (or None)."""
+
+    records: np.ndarray
+    sources: np.ndarray
+    labels: np.ndarray
+    fetchers: list[Callable | None]
+
+
+class Part(NamedTuple):
+    """One batch's samples as a job delivers them, before the stream assembles the batch."""
+
+    images: np.ndarray | list[np.ndarray]
+    """``(n, ...)`` (a view into shared memory when ``shared``), or a list of the samples' images."""
+    targets: tuple
+    """Each sample's task target (None for classification)."""
+    dense: tuple
+    """Each sample's dense targets (a tuple of arrays)."""
+    positions: list[int] | np.ndarray
+    """Each sample's pool position."""
+    padding: int
+    """Samples of the part that pad a finite pass."""
+    taken: int
+    """Keys the part consumed, skipped ones included."""
+    shared: bool = False
+    """Whether ``images`` is a view into memory the executor reuses."""
+
+
+class Job(Protocol):
+    """One kind of work: its units, their work, and the parts of batches from the deliveries."""
+
+    group: int
+    """Units per delivery."""
+    window: int
+    """Units in flight."""
+    chunk: int
+    """Units per hand-off to a worker thread."""
+
+    def __call__(self, unit: Any) -> tuple[np.ndarray, Any]: ...
+
+    def build(self) -> Job:
+        """The job in a worker process (it arrives pickled)."""
+
+    def units(self, keys: Keys, pool: Pool) -> Iterator[Any]: ...
+
+    def layout(self) -> tuple[tuple[int, ...], np.dtype] | None:
+        """The shape and dtype of one unit's array, when known before the first (an executor's shared memory)."""
+
+    def failed(self, unit: Any, exc: BaseException) -> int | None:
+        """The key index to count as skipped for a unit that raised ``exc``; None: raise it."""
+
+    def collect(self, deliveries: Iterator[Delivery], real: int | None,
+                skip: Callable[[BaseException, int], None]) -> Iterator[Part]:
+        """The parts of batches from the deliveries; ``skip(exc, index)`` counts a sample that failed."""

@@ -1,0 +1,143 @@
+"""The per-sample job: one sample from its record (read, decode, transform, output), on any executor."""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from functools import partial
+from typing import Any
+
+import numpy as np
+
+from ..engine.executor import Delivery
+from ..errors import PicPacError
+from ..file.reader import Reader
+from ..image.transforms import Sample
+from .config import StreamConfig
+from .job import Part, Pool, capacity
+from .position import Keys
+from .processor import LazyRng, Processor, decode_seconds
+
+
+class Profile:
+    """Seconds per stage (profile=True): read, decode, transform summed over the workers, batch and
+    wait on the consumer, and each worker thread's busy time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.stages = dict.fromkeys(("read", "decode", "transform", "batch", "wait"), 0.0)
+        self.workers: dict[str, float] = {}
+        self.processed = 0
+
+    def sample(self, read: float, decode: float, total: float) -> None:
+        name = threading.current_thread().name
+        with self.lock:
+            self.stages["read"] += read
+            self.stages["decode"] += decode
+            self.stages["transform"] += total - read - decode
+            self.workers[name] = self.workers.get(name, 0.0) + total
+            self.processed += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        with self.lock:
+            return {"stages": dict(self.stages), "workers": dict(self.workers), "processed": self.processed}
+
+
+class SampleJob:
+    """The per-sample job: one unit is one key, ``(index, position, epoch, source, record, label)``, made into
+    ``(image, (target, dense targets))`` by the config's Processor; ``group`` units form a batch.
+
+    Picklable (its readers reopen by path), so a worker process rebuilds it from the same state.
+    """
+
+    def __init__(self, readers: list[Reader], config: StreamConfig, processor: Processor | None = None,
+                 profile: Profile | None = None):
+        self.readers, self.config = readers, config
+        self.processor = processor or Processor.of(config)
+        self.seed = config.order.seed
+        self.group, self.skip_errors = config.order.batch, config.parallelism.skip_errors
+        workers, self.window = capacity(config)
+        # samples per hand-off to a worker: fewer hand-offs, while every thread still has work queued
+        self.chunk = max(1, min(8, self.window // (4 * workers)))
+        self.cache: dict[tuple[int, int], Sample] | None = {} if config.parallelism.cache else None
+        self.profile = profile
+
+    def __call__(self, unit: tuple) -> tuple[np.ndarray, tuple]:
+        _, _, epoch, source, record, label = unit
+        start = time.perf_counter()
+        rng = LazyRng(self.seed, epoch, source, record)
+        cached = None if self.cache is None else self.cache.get((source, record))
+        read = 0.0
+        if cached is None:
+            reader = self.readers[source]
+            fields = reader[record].fields
+            read = time.perf_counter() - start
+            keep = None if self.cache is None else partial(self._keep, (source, record))
+            image, target, dense = self.processor.sample(fields, label, record, reader.path, reader.arrays, rng, keep)
+        else:
+            image, target, dense = self.processor.finish(cached.copy(), rng)
+        if self.profile is not None:
+            self.profile.sample(read, decode_seconds(), time.perf_counter() - start)
+        return image, (target, dense)
+
+    def _keep(self, key: tuple[int, int], settled: Sample) -> Sample:
+        self.cache[key] = settled.copy()
+        return settled
+
+    def build(self) -> SampleJob:
+        """A worker process's job: itself, as it arrived pickled (``processes.pack_recipe``)."""
+        return self
+
+    def layout(self) -> None:
+        """The output's shape is not known before the first sample."""
+
+    def failed(self, unit: tuple, exc: BaseException) -> int | None:
+        """The key index to count as skipped for a unit that raised ``exc``, or None when it must raise."""
+        return unit[0] if self.skip_errors and isinstance(exc, PicPacError) else None
+
+    def units(self, keys: Keys, pool: Pool) -> Iterator[tuple]:
+        """The units of ``keys``, each source's records fetched ``window`` keys before they are read."""
+        fetched = prefetching(keys, pool.fetchers, pool.sources, pool.records, self.window)
+        for index, (position, epoch) in enumerate(fetched):
+            yield (index, position, epoch, int(pool.sources[position]), int(pool.records[position]),
+                   float(pool.labels[position]))
+
+    def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
+        """Each delivery of ``group`` samples as one batch's part."""
+        for delivery in deliveries:
+            items = delivery.items
+            targets, dense = zip(*delivery.extras)
+            padding = sum(real is not None and unit[0] >= real for unit in items)
+            shared = isinstance(delivery.arrays, np.ndarray)  # a view into the executor's shared memory
+            yield Part(delivery.arrays, targets, dense, [unit[1] for unit in items], padding, delivery.taken, shared)
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {"readers": self.readers, "config": self.config}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["readers"], state["config"])
+
+
+def prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
+                ahead: int) -> Iterable[tuple[int, int]]:
+    """``keys`` one at a time; each source's fetcher (a reader's ``prefetch``, or None) is given the records
+    of the next ``ahead`` keys while the current ones are read. Just ``keys`` when there is none."""
+    return keys if not any(fetchers) else _prefetching(keys, fetchers, sources, records, ahead)
+
+
+def _prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
+                 ahead: int) -> Iterator[tuple[int, int]]:
+    def ask(positions: np.ndarray) -> None:
+        for source, fetch in enumerate(fetchers):
+            if fetch is not None:
+                fetch(records[positions[sources[positions] == source]])
+
+    chunks = keys.chunks(ahead)
+    coming = next(chunks, None)
+    if coming is not None:
+        ask(coming[0])
+    while coming is not None:
+        current, coming = coming, next(chunks, None)
+        if coming is not None:
+            ask(coming[0])
+        yield from zip(current[0].tolist(), current[1].tolist())
