@@ -148,6 +148,14 @@ def test_the_engine_knows_nothing_of_images_or_sampling():
     assert bad == []
 
 
+def test_the_image_layer_reads_files_through_the_file_layer():
+    """An image's file is read by file/inputs.py's read_file, as the import layouts read theirs: the image layer
+    imports nothing of sources/, which only lists what to import."""
+    assert {f"{module} imports {name}" for module, path in modules().items() if layer(module) == "image"
+            for name in imports_of(path) if layer(name) == "sources"} == set()
+    assert "file.inputs" in imports_of(PACKAGE / "image" / "decoding.py")
+
+
 def test_package_code_imports_modules_where_they_live():
     bad = [f"{module} imports the public alias {name}" for module, path in modules().items() if module != "__init__"
            for name in imports_of(path) if any(name == a or name.startswith(f"{a}.") for a in ALIASES)]

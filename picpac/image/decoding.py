@@ -18,7 +18,7 @@ import numpy as np
 
 from ..engine.processes import register_fork_probe
 from ..errors import ImageTooLargeError, PicPacValueError
-from ..sources.base import read_file, source_error
+from ..file.inputs import read_file, source_error
 from .headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
 
 try:

@@ -6,9 +6,9 @@ import math
 from typing import Any
 
 from ..errors import SourceError
+from ..file.inputs import read_file
 from ..file.layout import load_json
-from .base import (MAX_CLASS_ID, SourceItem, annotation_json, points_json, read_file, rect_json, resolve_path,
-                   shape_json)
+from .base import MAX_CLASS_ID, SourceItem, annotation_json, points_json, rect_json, resolve_path, shape_json
 
 
 def read_coco(src: str, root: str) -> tuple[list[SourceItem], list[str] | None]:

@@ -7,8 +7,9 @@ import csv
 import io
 
 from ..errors import SourceError
+from ..file.inputs import read_text
 from ..file.layout import NO_GROUP
-from .base import SourceItem, class_labels, column_word, pick_column, read_text, resolve_path
+from .base import SourceItem, class_labels, column_word, pick_column, resolve_path
 
 _CSV_COLUMNS = ("path", "label", "group", "annotation", "mask")
 

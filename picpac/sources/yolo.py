@@ -9,7 +9,8 @@ from typing import Any
 import yaml
 
 from ..errors import MissingPathError, SourceError
-from .base import MAX_CLASS_ID, data_lines, is_integer, points_json, read_text, rect_json, shape_json
+from ..file.inputs import read_text
+from .base import MAX_CLASS_ID, data_lines, is_integer, points_json, rect_json, shape_json
 
 _YOLO_SYNTAX = {"yolo": "class cx cy w h", "yolo-seg": "class x1 y1 x2 y2 x3 y3 ..."}
 
