@@ -163,7 +163,9 @@ def _text_head(b: memoryview) -> bytes:
     return bytes(b[:_TEXT_HEAD])
 
 
-_PNM_NUMBERS = re.compile(rb"(?:\s|#[^\n]*\n?)+(\d+)(?:\s|#[^\n]*\n?)+(\d+)")
+# A comment runs to its line's end, newline included: with the newline optional a run of '#' could be
+# split into comments in 2**n ways, every one tried when no number followed (a 45-byte header took hours).
+_PNM_NUMBERS = re.compile(rb"(?:\s|#[^\n]*\n)+(\d+)(?:\s|#[^\n]*\n)+(\d+)")
 
 
 def _pnm(b: memoryview) -> tuple[int, int] | None:
