@@ -22,6 +22,7 @@ from .file.layout import NO_GROUP
 from .file.reader import Reader, Record
 from .file.writer import APPEND, COMPACT, OVERWRITE, UnclosedWriterWarning, Writer, write_arrays
 from .image import batched, color, dense, transforms
+from .stream.config import StreamConfig
 from .stream.image_stream import ImageStream
 from .stream.loader import ImageLoader
 from .tools import ingest
@@ -87,7 +88,7 @@ def __getattr__(name: str) -> ModuleType:
 __all__ = [
     "image", "sampling", "stores", *PUBLIC_MODULES,
     "CorruptError", "CorruptRecordError", "FileIOError", "FormatError", "ImageTooLargeError", "ImportFailedError", "MissingPathError", "NO_GROUP", "PicPacError",
-    "ImageLoader", "ImageStream", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "RemoteTimeoutError", "SampleError", "SourceError", "VersionError", "WorkerError",
+    "ImageLoader", "ImageStream", "StreamConfig", "PicPacTypeError", "PicPacValueError", "Reader", "Record", "RemoteReadError", "RemoteTimeoutError", "SampleError", "SourceError", "VersionError", "WorkerError",
     "WorkerTimeoutError", "Writer",
     "WriterBusyError", "__version__", "write_arrays",
     "OVERWRITE", "APPEND", "COMPACT", "PathExistsError", "UnclosedWriterWarning", "Terminated", "exit_on_signals",

@@ -14,7 +14,7 @@ import picpac
 # Every public name, by the module path users import it from (the README, docs/, batchup's modules).
 PUBLIC = {
     "picpac": [
-        "ImageStream", "ImageLoader", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
+        "ImageStream", "ImageLoader", "StreamConfig", "Writer", "Reader", "Record", "write_arrays", "NO_GROUP", "__version__",
         "PicPacError", "PicPacTypeError", "PicPacValueError", "CorruptError", "CorruptRecordError", "FormatError",
         "VersionError", "MissingPathError", "ImportFailedError", "SampleError", "SourceError", "WorkerError",
         "WriterBusyError", "ImageTooLargeError", "FileIOError", "RemoteReadError", "RemoteTimeoutError", "WorkerTimeoutError",

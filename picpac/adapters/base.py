@@ -25,7 +25,7 @@ def database_and_config(path: Any, config: dict[str, Any], adapter: str,
                         instead: str = "") -> tuple[Any, dict[str, Any]]:
     """The database and the stream config a loader was given, as a path and keys or PicPac's dict form
     ``{'db': ..., key: value}``. A ready ImageStream is refused: the loader sets keys of its own (the
-    order, the label type, the shard); ``instead`` says what takes a stream of your own."""
+    order, the label type, the share); ``instead`` says what takes a stream of your own."""
     if isinstance(path, Mapping):
         config = {**path, **config}
         path = config.pop("db", None)
@@ -33,7 +33,7 @@ def database_and_config(path: Any, config: dict[str, Any], adapter: str,
         raise PicPacTypeError(f"the {adapter} adapter needs a database: its path, or {{'db': path, ...}}")
     if isinstance(path, ImageStream):
         raise PicPacTypeError(f"the {adapter} adapter builds its own ImageStream (it sets order, label_dtype and "
-                              f"the shard): pass the database's path and the stream's config keys{instead}")
+                              f"the share): pass the database's path and the stream's config keys{instead}")
     return path, config
 
 
@@ -65,11 +65,11 @@ class StreamLoader:
     stream: ImageStream
 
     def __len__(self) -> int:
-        """Batches per epoch (of this rank's shard)."""
+        """Batches per epoch (of this rank's share)."""
         return len(self.stream)
 
     def size(self) -> int:
-        """Samples per epoch (of this rank's shard)."""
+        """Samples per epoch (of this rank's share)."""
         return self.stream.size()
 
     def set_epoch(self, epoch: int) -> None:

@@ -4,7 +4,7 @@
   batch (``torch.from_numpy``), NCHW or ``channels_last``, labels int64, optionally in pinned memory;
   ``set_epoch``, ``state_dict`` / ``load_state_dict``, and rank / world size from ``torch.distributed``.
 * :class:`TorchDataset`: an ``IterableDataset`` for ``DataLoader(dataset, batch_size=None,
-  num_workers=N)``; worker ``w`` of ``W`` on rank ``r`` of ``R`` streams shard ``r * W + w`` of ``R * W``,
+  num_workers=N)``; worker ``w`` of ``W`` on rank ``r`` of ``R`` streams share ``r * W + w`` of ``R * W``,
   so no sample is read twice.
 * :class:`DevicePrefetcher`: copies the next batch to the device on a side CUDA stream while the
   current step runs, and turns uint8 images into normalised floats there.
@@ -125,7 +125,7 @@ class TorchLoader(StreamLoader):
 
     ``config`` holds ImageStream's keys (`picpac docs stream`); the loader sets ``loop=False`` (each
     ``for`` loop is one epoch), ``order`` from ``memory_format`` and, for classification without
-    ``onehot``, ``label_dtype='int64'``, unless given. ``rank`` and ``world_size`` choose the shard of
+    ``onehot``, ``label_dtype='int64'``, unless given. ``rank`` and ``world_size`` choose the share of
     every epoch's order; by default torch.distributed's when it is initialised. Each batch is the
     stream's tuple with its arrays as tensors that share the NumPy batch's memory: images
     ``(B, C, H, W)`` (contiguous, or ``torch.channels_last`` with ``memory_format='channels_last'``),
@@ -157,10 +157,10 @@ class TorchLoader(StreamLoader):
 class TorchDataset(torch.utils.data.IterableDataset):
     """An ``IterableDataset`` of whole batches for ``DataLoader(dataset, batch_size=None, num_workers=N)``.
 
-    Worker ``w`` of ``W`` on rank ``r`` of ``R`` streams shard ``r * W + w`` of ``R * W`` of each epoch's
+    Worker ``w`` of ``W`` on rank ``r`` of ``R`` streams share ``r * W + w`` of ``R * W`` of each epoch's
     order, so the workers together read every sample of the rank's part once (each worker's batches
-    come from its own shard; the DataLoader interleaves them). Without workers it streams the
-    rank's shard in-process. The keys are :class:`TorchLoader`'s. Each worker runs
+    come from its own share; the DataLoader interleaves them). Without workers it streams the
+    rank's share in-process. The keys are :class:`TorchLoader`'s. Each worker runs
     ``cpu_count // W`` stream threads unless ``workers`` (or ``threads``) is given.
 
     ``set_epoch(epoch)`` before a loop sets that epoch's order in the workers the loop starts (the
@@ -185,8 +185,8 @@ class TorchDataset(torch.utils.data.IterableDataset):
             raise PicPacValueError(f"set_epoch({epoch!r}): the epoch is an integer >= 0")
         self._epoch = int(epoch)
 
-    def shard(self) -> tuple[int, int]:
-        """``(shard, shards)`` this process streams: ``(r * W + w, R * W)`` in DataLoader worker w of W."""
+    def share(self) -> tuple[int, int]:
+        """``(share, shares)`` this process streams: ``(r * W + w, R * W)`` in DataLoader worker w of W."""
         info = torch.utils.data.get_worker_info()
         worker, workers = (info.id, info.num_workers) if info is not None else (0, 1)
         return self.rank * workers + worker, self.world_size * workers
@@ -202,7 +202,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
                 self._stream.close()
             self._stream = self._applied = None
         if self._stream is None:
-            rank, world_size = self.shard()
+            rank, world_size = self.share()
             changes: dict[str, Any] = {"rank": rank, "world_size": world_size}
             if workers > 1 and self.config.given.get("workers") is None:
                 changes["workers"] = max(1, (os.cpu_count() or 1) // workers)

@@ -1,6 +1,6 @@
 """The order in which a stream reads its pool in each pass: shuffled (fully, or in runs of the file:
 ``chunked``), reshuffled per epoch, or class-balanced round robin (``oversample``); and each rank's share
-of an epoch's order (``shard``)."""
+of an epoch's order (``share``)."""
 from __future__ import annotations
 
 from typing import Iterator
@@ -11,7 +11,7 @@ from ..errors import PicPacValueError
 from .common import CLASS, ORDER, as_labels, check_int, class_codes, seeded_rng
 
 
-def shard(count: int, rank: int, world_size: int, *, pad: bool = True, start: int = 0) -> tuple[np.ndarray, int]:
+def share(count: int, rank: int, world_size: int, *, pad: bool = True, start: int = 0) -> tuple[np.ndarray, int]:
     """Rank ``rank``'s share of items ``start .. count - 1`` of an epoch's order of ``count`` items: indices
     into that order (int64), and how many of them are real (the rest, at the end, repeat others).
 
@@ -32,12 +32,16 @@ def shard(count: int, rank: int, world_size: int, *, pad: bool = True, start: in
     if start > count:
         raise PicPacValueError(f"start ({start}) is past the epoch's {count} items")
     left = count - start
-    share = -(-left // world_size) if pad else left // world_size
-    if not share:
+    size = -(-left // world_size) if pad else left // world_size
+    if not size:
         return np.empty(0, np.int64), 0
-    index = rank + world_size * np.arange(share, dtype=np.int64)
-    real = 0 if rank >= left else min(share, -(-(left - rank) // world_size))
+    index = rank + world_size * np.arange(size, dtype=np.int64)
+    real = 0 if rank >= left else min(size, -(-(left - rank) // world_size))
     return start + index % left, real
+
+
+shard = share
+"""The name of ``share`` before a rank's part of an epoch was called its share (a shard is a file)."""
 
 
 def chunked(positions: np.ndarray, chunk: int, window: int, rng: np.random.Generator) -> np.ndarray:

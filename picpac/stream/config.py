@@ -260,7 +260,7 @@ class Order:
     pad: bool = key(False, _bool)
     rank: int | None = key(None, _optional_int(0, MAX_RANKS - 1))
     world_size: int | None = key(None, _optional_int(1, MAX_RANKS))
-    shard_pad: bool = key(True, _bool)
+    share_pad: bool = key(True, _bool)
 
 
 @dataclass(frozen=True)

@@ -419,7 +419,7 @@ class ImageStream:
 
     def size(self) -> int:
         """Samples per pass: the records after the split, plus the mixin; with ``world_size`` > 1 this
-        rank's share of them (``shard_pad``)."""
+        rank's share of them (``share_pad``)."""
         return self._pipeline.size()
 
     def reset(self) -> None:

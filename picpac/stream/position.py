@@ -4,7 +4,7 @@
 Everything is kept in terms of the global order of an epoch (the same on every rank): ``epoch``, the
 ``start`` of the current split of that epoch's order among the ranks (0, or where an elastic resume
 re-split it), and ``offset``, the keys this rank took of its share since. Any position maps to its keys
-directly (``Sampler.take``/``pass_order`` and ``shard``): nothing is replayed.
+directly (``Sampler.take``/``pass_order`` and ``share``): nothing is replayed.
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from ..errors import PicPacValueError
 from ..file.reader import Reader
 from ..file.shards import ShardedReader
 from ..sampling import Sampler
-from ..sampling.sampler import shard
+from ..sampling.sampler import share
 from .config import KEYS, Order, StreamConfig
 
 STATE_FORMAT = "picpac.ImageStream.state/1"
@@ -27,10 +27,12 @@ POSITIONS = 2**63
 is reachable while its stream positions ``e*n .. (e+1)*n - 1`` stay below this."""
 MATCH = ("loop", "seed", "shuffle", "reshuffle", "shuffle_chunk", "shuffle_window", "oversample", "split",
          "split_fold", "split_negate", "stratify", "mixin_max", "mixin_randomize", "mixin_group_reset",
-         "mixin_group_delta", "shard_pad")
+         "mixin_group_delta", "share_pad")
 """The config keys that fix the global order of every epoch: a state resumes only where they are equal."""
 LATER = ("shuffle_chunk", "shuffle_window")
 """Keys of MATCH that states saved before them lack: such a state holds their defaults (its order's)."""
+RENAMED = {"share_pad": "shard_pad"}
+"""Keys of MATCH that states saved before their rename hold under their old name."""
 
 
 class Keys:
@@ -83,10 +85,10 @@ class Position:
         self.last_epoch = POSITIONS // self.n - 1
         """The last epoch this stream can reach (``POSITIONS``)."""
         self.loop, self.reshuffle, self.batch, self.pad = order.loop, order.reshuffle, order.batch, order.pad
-        self.rank, self.world, self.shard_pad = order.rank, order.world_size, order.shard_pad
-        if self.n < self.world and not self.shard_pad:
-            raise PicPacValueError(f"{path}: world_size={self.world} with shard_pad=False, but the stream has only "
-                                   f"{self.n} samples: every rank would get none; set shard_pad=True (ranks "
+        self.rank, self.world, self.share_pad = order.rank, order.world_size, order.share_pad
+        if self.n < self.world and not self.share_pad:
+            raise PicPacValueError(f"{path}: world_size={self.world} with share_pad=False, but the stream has only "
+                                   f"{self.n} samples: every rank would get none; set share_pad=True (ranks "
                                    "repeat samples) or use fewer ranks")
         self.epoch = self.start = self.offset = 0
         self.started = False  # loop=False: the pass of (epoch, start, offset) is under way
@@ -96,7 +98,7 @@ class Position:
         """Keys of the rank's share of an epoch split at ``start`` among ``world`` ranks (default: this stream's;
         every rank has as many)."""
         left, world = self.n - start, world or self.world
-        return -(-left // world) if self.shard_pad else left // world
+        return -(-left // world) if self.share_pad else left // world
 
     def epoch_keys(self, epoch: int, start: int = 0) -> tuple[np.ndarray, np.ndarray, int]:
         """The rank's (positions, epochs) of ``epoch`` split at ``start``, and how many are real."""
@@ -109,7 +111,7 @@ class Position:
             positions, epochs = self.sampler.pass_order(key), np.full(self.n, key, np.int64)
         if self.world == 1 and start == 0:
             return positions, epochs, self.n
-        index, real = shard(self.n, self.rank, self.world, pad=self.shard_pad, start=start)
+        index, real = share(self.n, self.rank, self.world, pad=self.share_pad, start=start)
         return positions[index], epochs[index], real
 
     def order(self) -> tuple[Keys, int | None]:
@@ -246,7 +248,7 @@ def load_state_dict(position: Position, config: StreamConfig, readers: list[Read
     if not isinstance(saved, Mapping):
         raise PicPacValueError(f"{path}: the state has no 'config' (was it written by ImageStream.state_dict()?)")
     for key in MATCH:
-        theirs = saved.get(key, KEYS[key].default if key in LATER else "(missing)")
+        theirs = saved.get(key, saved.get(RENAMED.get(key), KEYS[key].default if key in LATER else "(missing)"))
         if not _equal(theirs, config[key]):
             differ.append(f"config key {key!r} is {theirs!r} in the state, {config[key]!r} here")
     names = ["the database", "the mixin"]
@@ -281,7 +283,7 @@ def load_state_dict(position: Position, config: StreamConfig, readers: list[Read
                                f"{rank!r} (pass what state_dict() returned, unchanged)")
     if not position.share(0, world):
         raise PicPacValueError(f"{path}: the state's 'world_size' ({world}) leaves no sample to any rank of an "
-                               f"epoch of {position.n} with shard_pad=False: no stream saves that state")
+                               f"epoch of {position.n} with share_pad=False: no stream saves that state")
     if not position.loop and offset > (share := position.share(start, world)):
         raise PicPacValueError(f"{path}: the state's 'offset' ({offset}) is past the end of its pass: each of its "
                                f"{world} rank(s) has {share} samples of it after 'start' {start}; a loop=False "

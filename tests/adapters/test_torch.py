@@ -149,39 +149,39 @@ def test_dataloader_workers_read_every_sample_once(db, workers):
 
 def test_dataloader_workers_split_the_rank_share(db):
     seen = []
-    for rank in range(2):  # rank r of 2 with 2 workers: shards 2r and 2r + 1 of 4
+    for rank in range(2):  # rank r of 2 with 2 workers: shares 2r and 2r + 1 of 4
         (got,) = collect(TorchDataset(db, rank=rank, world_size=2, **KEYS), 2)
         assert len(got) == 12 and len(set(got)) == 12
         seen += got
     assert sorted(seen) == list(range(24))
 
 
-def test_dataloader_uneven_shards(tmp_path):
-    """25 samples among 2 workers: shard_pad=True (the default) repeats one so the shards are equal, as
+def test_dataloader_uneven_shares(tmp_path):
+    """25 samples among 2 workers: share_pad=True (the default) repeats one so the shares are equal, as
     DistributedSampler does, and the batch's ``pad`` counts it, so the real samples are each read once;
-    shard_pad=False drops one instead."""
+    share_pad=False drops one instead."""
     db = make_db(tmp_path / "odd.picpac", n=25)
     batches = list(dataloader(TorchDataset(db, **KEYS)))
     assert sum(len(labels) for _, labels, _ in batches) == 26 and sum(pad for *_, pad in batches) == 1
     assert sorted(records(batches)) == list(range(25))
-    (dropped,) = collect(TorchDataset(db, shard_pad=False, **KEYS), 2)
+    (dropped,) = collect(TorchDataset(db, share_pad=False, **KEYS), 2)
     assert len(dropped) == len(set(dropped)) == 24
 
 
 def test_dataloader_epochs(db):
     """set_epoch before each loop gives the workers that epoch's order: the same samples as in-process
-    streams of the two shards, per epoch; and a new order for a new epoch."""
-    def shard_records(epoch):
+    streams of the two shares, per epoch; and a new order for a new epoch."""
+    def share_records(epoch):
         out = []
-        for shard in range(2):
-            with picpac.ImageStream(db, loop=False, rank=shard, world_size=2, **KEYS) as stream:
+        for share in range(2):
+            with picpac.ImageStream(db, loop=False, rank=share, world_size=2, **KEYS) as stream:
                 stream.set_epoch(epoch)
                 out.append(records(stream))
         return out
 
     first, second = collect(TorchDataset(db, **KEYS), 2, epochs=(3, 4))
     for got, epoch in ((first, 3), (second, 4)):
-        a, b = shard_records(epoch)
+        a, b = share_records(epoch)
         assert sorted(got) == list(range(24))
         assert got == [x for pair in zip(np.reshape(a, (-1, 4)), np.reshape(b, (-1, 4))) for part in pair
                        for x in part]  # the DataLoader takes the workers' batches in turn

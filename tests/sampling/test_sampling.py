@@ -10,7 +10,7 @@ import picpac
 from picpac.errors import PicPacError, PicPacValueError
 from picpac.sampling import Sampler, assign_folds, select
 from picpac.sampling.common import class_codes
-from picpac.sampling.sampler import shard
+from picpac.sampling.sampler import share, shard
 
 SEEDS = range(5)
 KS = (2, 3, 5, 7)
@@ -355,17 +355,17 @@ def test_errors():
 
 
 # ---------------------------------------------------------------------------------------------
-# shard: a rank's share of an epoch's order
+# share: a rank's part of an epoch's order
 
 @pytest.mark.parametrize("count", [0, 1, 5, 23, 24])
 @pytest.mark.parametrize("start", [0, 3])
-def test_shard_is_distributed_samplers_split(count, start):
+def test_share_is_distributed_samplers_split(count, start):
     if start > count:
         return
     left = count - start
     for world in range(1, 6):
         for pad in (True, False):
-            shares = [shard(count, r, world, pad=pad, start=start) for r in range(world)]
+            shares = [share(count, r, world, pad=pad, start=start) for r in range(world)]
             size = -(-left // world) if pad else left // world
             assert all(len(index) == size and index.dtype == np.int64 for index, _ in shares)
             padded = np.resize(np.arange(start, count), size * world)  # torch: indices += indices[:padding]
@@ -380,10 +380,11 @@ def test_shard_is_distributed_samplers_split(count, start):
                 assert sorted(set(taken)) == list(range(start, start + min(c * world, left)))
 
 
-def test_shard_builds_nothing_of_the_world_size_and_checks_its_arguments():
-    index, real = shard(10, 2**31 - 2, 2**31 - 1)
+def test_share_builds_nothing_of_the_world_size_and_checks_its_arguments():
+    assert shard is share  # the old name
+    index, real = share(10, 2**31 - 2, 2**31 - 1)
     assert index.tolist() == [(2**31 - 2) % 10] and real == 0
     with pytest.raises(PicPacValueError, match=r"rank must be in \[0, world_size=2\)"):
-        shard(10, 2, 2)
+        share(10, 2, 2)
     with pytest.raises(PicPacValueError, match="start"):
-        shard(10, 0, 2, start=11)
+        share(10, 0, 2, start=11)

@@ -94,7 +94,7 @@ def test_ranks_are_disjoint_and_cover_each_chunked_pass(db, world):
     for epoch in range(2):
         order = chunked_order(np.arange(N), epoch)
         got = [shares[rank][epoch] for rank in range(world)]
-        assert sorted(flat(got)) == list(range(N))  # disjoint and covering (the shard_pad repeats are pad)
+        assert sorted(flat(got)) == list(range(N))  # disjoint and covering (the share_pad repeats are pad)
         for rank in range(world):
             assert got[rank] == order[rank::world]
 

@@ -380,7 +380,7 @@ def test_a_bool_is_not_the_int_a_state_holds(tmp_path):
             s.load_state_dict({**state, "samples": True})
         with pytest.raises(picpac.PicPacValueError, match=r"records True in the state, 1 here"):
             s.load_state_dict({**state, "databases": [{**state["databases"][0], "records": True}]})
-    with picpac.ImageStream(one, batch=1, seed=1, shard_pad=False) as s:
+    with picpac.ImageStream(one, batch=1, seed=1, share_pad=False) as s:
         with pytest.raises(picpac.PicPacValueError, match=r"the state's 'world_size' \(2\) leaves no sample to any "
-                                                          r"rank of an epoch of 1 with shard_pad=False"):
+                                                          r"rank of an epoch of 1 with share_pad=False"):
             s.load_state_dict({**s.state_dict(), "world_size": 2})

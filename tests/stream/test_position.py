@@ -12,10 +12,10 @@ from picpac.stream.config import Order
 from picpac.stream.position import POSITIONS, Position
 
 
-def position(n: int = 10, *, loop: bool = True, rank: int = 0, world: int = 1, shard_pad: bool = True,
+def position(n: int = 10, *, loop: bool = True, rank: int = 0, world: int = 1, share_pad: bool = True,
              oversample: bool = False) -> Position:
     sampler = Sampler(np.arange(n) % 3, 5, shuffle=True, reshuffle=True, oversample=oversample)
-    order = Order(loop=loop, reshuffle=True, batch=4, pad=True, rank=rank, world_size=world, shard_pad=shard_pad)
+    order = Order(loop=loop, reshuffle=True, batch=4, pad=True, rank=rank, world_size=world, share_pad=share_pad)
     return Position(sampler, order, "db.picpac")
 
 
@@ -28,9 +28,9 @@ def stepped(p: Position, epoch: int, start: int, offset: int, steps: int) -> tup
     return p.epoch, p.start, p.offset
 
 
-@pytest.mark.parametrize("world,shard_pad", [(1, True), (3, True), (3, False)])
-def test_a_large_step_lands_where_single_steps_do(world, shard_pad):
-    p = position(10, world=world, shard_pad=shard_pad)
+@pytest.mark.parametrize("world,share_pad", [(1, True), (3, True), (3, False)])
+def test_a_large_step_lands_where_single_steps_do(world, share_pad):
+    p = position(10, world=world, share_pad=share_pad)
     for start in (0, 4, 10):
         for steps in (0, 1, 2, 3, 5, 17, 40):
             expected = stepped(p, 2, start, 0, steps)
@@ -42,7 +42,7 @@ def test_a_large_step_lands_where_single_steps_do(world, shard_pad):
 
 @pytest.mark.timeout(10)
 def test_an_offset_of_10_to_the_18_is_arithmetic():
-    p = position(10, world=3)  # shares of 4 (shard_pad: 12 = 3 x 4)
+    p = position(10, world=3)  # shares of 4 (share_pad: 12 = 3 x 4)
     assert p.resolve(5, 0, 10**18 + 3, 3) == (5 + 10**18 // 4, 0, 3)
     assert p.resolve(5, 6, 10**18, 3) == (6 + (10**18 - 2) // 4, 0, (10**18 - 2) % 4)  # start 6: a first share of 2
     p.load(0, 0, 0)
