@@ -7,7 +7,7 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import cv2
@@ -33,6 +33,18 @@ Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, count
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
 KEEP = 2
 """backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
+
+
+def _process_executor(job: Job, workers: int, method: str, timeout: float | None) -> ProcessExecutor:
+    # the job is pickled once, now: an unpicklable transform fails here, not in a worker
+    return ProcessExecutor(pack_recipe(job.build, method), workers, method, KEEP, "picpac-stream", timeout)
+
+
+EXECUTORS: dict[str, Callable[[Job, int, str, float | None], Executor]] = {
+    "thread": lambda job, workers, method, timeout: ThreadExecutor(workers, "picpac-stream", timeout),
+    "process": _process_executor,
+}
+"""The executor of each ``backend``, from the job, the workers, the start method and the timeout."""
 
 
 class _Pipeline:
@@ -75,13 +87,7 @@ class _Pipeline:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
             self.job: Job = SampleJob(self._readers, c, self.processor, self.profile) if plan is None else \
                 BatchJob(self._readers, c, self.pool, self.processor, plan)
-            workers, _ = capacity(c)
-            if p.backend == "process":
-                # pickled once, now: an unpicklable transform fails here, not in a worker
-                recipe = pack_recipe(self.job.build, p.start_method)
-                self.executor = ProcessExecutor(recipe, workers, p.start_method, KEEP, "picpac-stream", timeout)
-            else:
-                self.executor = ThreadExecutor(workers, "picpac-stream", timeout)
+            self.executor = EXECUTORS[p.backend](self.job, capacity(c)[0], p.start_method, timeout)
         except BaseException:
             self.close()
             raise
