@@ -48,15 +48,27 @@ def is_module(parts: list[str]) -> bool:
                             or any(where.parent.glob(f"{where.name}.*.so")))
 
 
-def imports_of(path: Path) -> set[str]:
-    """What a module imports, anywhere in it (a function's imports too): the package's own modules by their
-    names under picpac, relative imports resolved ("file.reader"); a name imported from a package is its
-    submodule where it is one, else the package, whose root is "__init__" (``from .. import __version__``);
-    other modules by their own names ("numpy")."""
+def type_only(tree: ast.Module) -> set[int]:
+    """The ids of the import statements under ``if TYPE_CHECKING:``, which name types for annotations only."""
+    blocks = [node for node in ast.walk(tree) if isinstance(node, ast.If)
+              and ast.unparse(node.test) in ("TYPE_CHECKING", "typing.TYPE_CHECKING")]
+    return {id(node) for block in blocks for statement in block.body for node in ast.walk(statement)}
+
+
+def imports_of(path: Path, runtime: bool = False) -> set[str]:
+    """What a module imports, anywhere in it (a function's imports too; with ``runtime``, not the imports of
+    types under ``if TYPE_CHECKING:``, which never run): the package's own modules by their names under picpac,
+    relative imports resolved ("file.reader"); a name imported from a package is its submodule where it is one,
+    else the package, whose root is "__init__" (``from .. import __version__``); other modules by their own
+    names ("numpy")."""
     parts = list(path.relative_to(PACKAGE).with_suffix("").parts)
     package = parts[:-1]  # a module's package; for an __init__.py, the package it defines
     names = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    skip = type_only(tree) if runtime else set()
+    for node in ast.walk(tree):
+        if id(node) in skip:
+            continue
         if isinstance(node, ast.ImportFrom):
             if node.level:
                 module = package[:len(package) - (node.level - 1)] + (node.module.split(".") if node.module else [])
@@ -79,9 +91,9 @@ def internal(name: str) -> bool:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Each module of the package -> the package's modules it imports."""
+    """Each module of the package -> the package's modules it imports when it runs."""
     found = modules()
-    return {module: {name for name in imports_of(path) if name in found and name != module}
+    return {module: {name for name in imports_of(path, runtime=True) if name in found and name != module}
             for module, path in found.items()}
 
 
@@ -114,8 +126,18 @@ def test_no_module_imports_the_package_root():
 def test_no_import_cycle():
     """No module imports itself through others, a function's import included: a cycle makes the import order
     matter and hides what depends on what (stores/base.py's ``__reduce__`` imported convert, which imports
-    every format, which import base)."""
+    every format, which import base). An import of types for annotations under ``if TYPE_CHECKING:`` never
+    runs, so it closes no cycle (stream/legacy.py names config's Augment so); the layers still count it."""
     assert cycles(import_graph()) == []
+
+
+def test_imports_of_types_for_annotations_only_are_told_apart():
+    tree = ast.parse("from typing import TYPE_CHECKING\nimport os\nif typing.TYPE_CHECKING:\n    from .config import A\n"
+                     "    import json\nelse:\n    import csv\nif not TYPE_CHECKING:\n    import glob\ndef f():\n    import sys\n")
+    only = type_only(tree)
+    assert sorted(ast.unparse(node) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Import, ast.ImportFrom)) and id(node) in only) == ["from .config import A",
+                                                                                              "import json"]
 
 
 def test_cycles_finds_every_cycle():
