@@ -25,6 +25,12 @@ functions by own time are printed (--no-profile skips it).
 torch and Pillow are not picpac dependencies: pip install torch==2.13.0 pillow (exit 2 without them).
 
     python benchmarks/loaders.py [--samples 2000] [--repeats 3] [--large] [--contenders ...] [--no-profile]
+                                 [--baseline CHECKOUT]
+
+--baseline CHECKOUT adds (e): the same picpac pass with the picpac package of another checkout (say a git
+worktree of an earlier commit, its extension built or copied in place), interleaved with the others over the
+same database; the results print (d) / (e), the change between the two commits. Then (d) and (e) both run in
+a child interpreter that imports the checkout's picpac and times its second pass (the first warms it up).
 """
 from __future__ import annotations
 
@@ -36,6 +42,7 @@ import os
 import pstats
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
@@ -72,6 +79,7 @@ CONTENDERS = {
     "pil": "(b) DataLoader(num_workers=2) + PIL",
     "cv2": "(c) DataLoader(num_workers=2) + cv2",
     "picpac": "(d) picpac ImageStream(threads=2)",
+    "baseline": "(e) (d) with --baseline's picpac",
 }
 TARGETS = [("ceiling", 2.0, 0.9, "picpac / (2 x ceiling)"), ("cv2", 1.0, 1.1, "picpac / (c) DataLoader+cv2"),
            ("pil", 1.0, 1.6, "picpac / (b) DataLoader+PIL")]
@@ -251,6 +259,16 @@ def run_picpac(db: str, samples: int, workload: str) -> tuple[float, float]:
     return n / elapsed, first
 
 
+def run_checkout(checkout: str, db: str, samples: int, workload: str) -> tuple[float, float]:
+    """run_picpac's second pass in a child interpreter that imports picpac from ``checkout``."""
+    env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-pass", db, str(samples), workload],
+                         env=env, capture_output=True, text=True, check=True, cwd=checkout).stdout.split()
+    if out[0] != os.path.join(os.path.abspath(checkout), "picpac"):
+        raise SystemExit(f"{checkout}: the child imported picpac from {out[0]}")
+    return float(out[1]), float(out[2])
+
+
 def profile_picpac(db: str, samples: int, workload: str, top: int = 10) -> str:
     """One picpac pass with a cProfile.Profile in every thread (main and workers), merged."""
     profiles: list[cProfile.Profile] = []
@@ -352,12 +370,20 @@ def main() -> int:
                     help="comma-separated subset of ceiling,pil,cv2,picpac (default: all; ceiling,picpac with --large)")
     ap.add_argument("--workloads", default="W1,W2", help="comma-separated subset of W1,W2")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of one picpac W1 pass")
+    ap.add_argument("--baseline", metavar="CHECKOUT", help="also run (d) with the picpac package of this checkout")
     args = ap.parse_args()
     if _MISSING is not None:
         print(f"benchmarks/loaders.py needs PyTorch and Pillow, which are not picpac dependencies "
               f"({_MISSING}).\nInstall them with: pip install torch==2.13.0 pillow", file=sys.stderr)
         return 2
-    names = (args.contenders or ("ceiling,picpac" if args.large else ",".join(CONTENDERS))).split(",")
+    names = (args.contenders or ("ceiling,picpac" if args.large else ",".join(c for c in CONTENDERS if c != "baseline"))
+             ).split(",")
+    if args.baseline:
+        if not os.path.isfile(os.path.join(args.baseline, "picpac", "__init__.py")):
+            ap.error(f"--baseline {args.baseline}: no picpac package there")
+        names = [n for n in names if n != "baseline"] + ["baseline"]
+    elif "baseline" in names:
+        ap.error("the baseline contender needs --baseline CHECKOUT")
     workloads = args.workloads.split(",")
     bad = [n for n in names if n not in CONTENDERS] + [w for w in workloads if w not in WORKLOADS]
     if bad or args.samples < 1 or args.repeats < 1:
@@ -395,7 +421,10 @@ def main() -> int:
                     if n == "ceiling":
                         result = run_ceiling(jpegs, w, stage_ms[w])
                     elif n == "picpac":
-                        result = run_picpac(db, args.samples, w)
+                        result = run_checkout(str(Path(__file__).resolve().parents[1]), db, args.samples, w) \
+                            if args.baseline else run_picpac(db, args.samples, w)
+                    elif n == "baseline":
+                        result = run_checkout(args.baseline, db, args.samples, w)
                     else:
                         result = run_dataloader(paths, labels, n, w)
                     runs[w, n].append(result)
@@ -418,6 +447,8 @@ def main() -> int:
             if stage_ms[w]:
                 parts = ", ".join(f"{k} {statistics.median(v):.2f} ms" for k, v in stage_ms[w].items())
                 print(f"  ceiling per image: {parts}")
+            if "picpac" in med and "baseline" in med:
+                print(f"  {'(d) / (e): this checkout / --baseline':36s} {med['picpac'] / med['baseline']:5.3f}")
             if "picpac" in med:
                 for base, factor, target, label in TARGETS:
                     if base in med:
@@ -430,4 +461,9 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--child-pass"]:  # run_baseline's child: one pass, with the picpac on PYTHONPATH
+        run_picpac(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        rate, first = run_picpac(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+        print(os.path.dirname(picpac.__file__), rate, first)
+        sys.exit(0)
     sys.exit(main())
