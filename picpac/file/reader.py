@@ -1,8 +1,9 @@
-"""Reader: O(1), zero-copy random access to a picpac database through mmap."""
+"""Reader: O(1), zero-copy random access to a picpac database through mmap; and the protocols every reader
+implements (:class:`RecordReader`, :class:`IndexedReader`)."""
 from __future__ import annotations
 
 import mmap
-from abc import ABC, abstractmethod
+from abc import abstractmethod
 import operator
 import os
 import stat
@@ -10,7 +11,7 @@ import struct
 import warnings
 import zlib
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
 
@@ -89,18 +90,87 @@ def _changed(fd: int, size: int, header: bytes) -> bool:
     return os.fstat(fd).st_size != size or os.pread(fd, len(header), 0) != header
 
 
-class BaseReader(ABC):
-    """What every reader of a committed picpac file shares: the index (``len``, ``labels``, ``groups``),
-    ``fields``, ``classes``, ``metadata``, the declared ``arrays``, and records parsed from their bytes.
-    A subclass sets ``path``, ``check``, ``metadata`` and ``index`` and calls :meth:`_load`; it provides
-    :meth:`read` (record ``i``'s bytes, checked, parsed by :meth:`_parse`), ``close`` and ``closed``."""
+@runtime_checkable
+class RecordReader(Protocol):
+    """What every reader of records offers, whatever holds them: a picpac file (:class:`Reader`, ``RemoteReader``),
+    its shards (``ShardedReader``), another storage format (``stores.StoreReader``), or a child process reading
+    one once, in order (``stores.IsolatedReader``). ``path`` names what it reads (for messages), ``metadata`` is
+    the dataset's, ``fields`` and ``classes`` come from it; ``len(r)``, the :class:`Record` s in order by
+    iteration, ``close()`` and ``with``. The readers derive from it: ``classes`` and ``with`` are written here."""
 
     path: str
-    check: bool
     metadata: dict
+    fields: list[str]
+
+    @abstractmethod
+    def __len__(self) -> int:
+        """The number of records."""
+
+    @abstractmethod
+    def __iter__(self) -> Iterator[Record]:
+        """The records, in order."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what the reader holds; records already read stay valid."""
+
+    @property
+    def classes(self) -> list[str]:
+        """Class names from the dataset metadata ([] when none were stored)."""
+        return list(self.metadata.get("classes") or [])
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+class IndexedReader(RecordReader, Protocol):
+    """A reader of a picpac database (:class:`Reader`, ``RemoteReader``, ``ShardedReader``: what the stream and the
+    tools take), whose index gives every record's label and group without reading it: ``labels`` and ``groups``
+    (arrays over the records), ``r[i]`` and ``read(i, check)`` (record ``i``, verified against its checksum when
+    ``check``; ``r[i]`` with the reader's ``check``), the declared ``arrays`` and ``array(i, field)``,
+    ``prefetch(records)``, ``downloads`` (its records come over the network: worth reading ahead whatever the
+    order), ``mapped`` (a local file mapped in memory, which the stream's batch path reads) and ``closed``."""
+
+    check: bool
+    labels: np.ndarray
+    groups: np.ndarray
+    arrays: dict[str, ArraySpec]
+    downloads: bool
+    mapped: bool
+    closed: bool
+
+    @abstractmethod
+    def read(self, i: int, check: bool) -> Record:
+        """Record ``i``, verified against its checksum when ``check`` is true."""
+
+    @abstractmethod
+    def array(self, i: int, field: str = "image") -> np.ndarray:
+        """Record ``i``'s declared array ``field`` as a read-only NumPy array."""
+
+    @abstractmethod
+    def prefetch(self, records: np.ndarray) -> None:
+        """Start reading ``records`` ahead, in the background (a hint: nothing is returned or raised)."""
+
+    def __getitem__(self, i: int) -> Record:
+        return self.read(i, self.check)
+
+    def __iter__(self) -> Iterator[Record]:
+        for i in range(len(self)):
+            yield self[i]
+
+
+class BaseReader(IndexedReader):
+    """What the readers of one committed picpac file share: the index (``len``, ``labels``, ``groups``),
+    ``fields``, ``metadata``, the declared ``arrays``, and records parsed from their bytes.
+    A subclass sets ``path``, ``check``, ``metadata`` and ``index`` and calls :meth:`_load`; it provides
+    :meth:`read` (record ``i``'s bytes, checked, parsed by :meth:`_parse`), ``prefetch``, ``close`` and
+    ``closed``."""
+
     index: np.ndarray
     downloads = False
-    """Its records come over the network: worth reading ahead whatever the order (``prefetch``)."""
 
     def _load(self, state: HeaderState, size: int) -> None:
         """Take the committed ``state`` of a file of ``size`` bytes whose ``metadata`` and ``index`` are loaded."""
@@ -140,20 +210,8 @@ class BaseReader(ABC):
                                      f"the declared {spec} array needs {spec.nbytes}")
         return np.frombuffer(data, spec.dtype).reshape(spec.shape)
 
-    @property
-    def classes(self) -> list[str]:
-        """Class names from the dataset metadata ([] when none were stored)."""
-        return list(self.metadata.get("classes") or [])
-
     def __len__(self) -> int:
         return self._count
-
-    def __getitem__(self, i: int) -> Record:
-        return self.read(i, self.check)
-
-    @abstractmethod
-    def read(self, i: int, check: bool) -> Record:
-        """Record ``i``, verified against its checksum when ``check`` is true."""
 
     def _position(self, i: int) -> int:
         """``i`` as a record number in range (negative counts from the end), else TypeError / IndexError."""
@@ -192,32 +250,9 @@ class BaseReader(ABC):
         group = self.groups.item(i)
         return Record(i, self.labels.item(i), None if group == NO_GROUP else group, fields, meta, self.path)
 
-    def __iter__(self) -> Iterator[Record]:
-        for i in range(self._count):
-            yield self[i]
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
     def check_file(self) -> None:
         """PicPacError when reading on is unsafe because the file changed under the reader; nothing to check
         for a reader that holds what it reads (see :meth:`Reader.check_file`)."""
-
-    @abstractmethod
-    def prefetch(self, records: np.ndarray) -> None:
-        """Start reading ``records`` ahead, in the background (a hint: nothing is returned or raised)."""
-
-    @abstractmethod
-    def close(self) -> None:
-        """Release what the reader holds; records already read stay valid."""
-
-    @property
-    @abstractmethod
-    def closed(self) -> bool:
-        """Whether :meth:`close` was called."""
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.path!r}, records={self._count}, fields={self.fields})"

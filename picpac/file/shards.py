@@ -15,7 +15,7 @@ import bisect
 import glob
 import os
 import posixpath
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -24,7 +24,7 @@ import numpy as np
 from ..errors import MissingPathError, PicPacError, PicPacTypeError, PicPacValueError
 from .durable import replace, temp_path
 from .layout import SHARD_INDEX_HEAD, ArraySpec, load_json
-from .reader import BaseReader, Reader, Record
+from .reader import BaseReader, IndexedReader, Reader, Record
 from .remote import RemoteOptions, RemoteReader, is_remote, remote_glob, remote_text
 
 INDEX_SUFFIX = ".shards"
@@ -172,7 +172,7 @@ def _reopen(paths: list[str], check: bool, name: str | None, commits: list[tuple
     return reader
 
 
-class ShardedReader:
+class ShardedReader(IndexedReader):
     """The shards of a dataset read as one pool: ``len``, ``r[i]`` (global record ``i``), iteration,
     ``labels``/``groups`` (the shards' joined), ``fields``, ``classes``, ``arrays``, ``metadata`` (the
     first shard's). Shares, survives fork and pickles (by paths) like a Reader. The shards' declared
@@ -253,10 +253,6 @@ class ShardedReader:
         return self._arrays
 
     @property
-    def classes(self) -> list[str]:
-        return self.shards[0].classes if self.shards else []
-
-    @property
     def closed(self) -> bool:
         return not self.shards or self.shards[0].closed
 
@@ -273,9 +269,6 @@ class ShardedReader:
     def __len__(self) -> int:
         return self._count
 
-    def __getitem__(self, i: int) -> Record:
-        return self.read(i, self.check)
-
     def read(self, i: int, check: bool) -> Record:
         """Global record ``i``; a shard cut shorter since it was opened is a PicPacError naming it (as a Reader's)."""
         shard, local = self.locate(int(i))
@@ -285,19 +278,9 @@ class ShardedReader:
         shard, local = self.locate(int(i))
         return self.shards[shard].array(local, field)
 
-    def __iter__(self) -> Iterator[Record]:
-        for i in range(self._count):
-            yield self[i]
-
     def close(self) -> None:
         for r in self.shards:
             r.close()
-
-    def __enter__(self) -> ShardedReader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __reduce__(self):
         return _reopen, (self.paths, self.check, self.name,

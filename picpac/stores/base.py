@@ -18,7 +18,7 @@ from ..errors import (CorruptError, FileIOError, FormatError, MissingPathError, 
 from ..file import durable
 from ..file.kinds import file_kind
 from ..file.layout import NO_GROUP
-from ..file.reader import Record
+from ..file.reader import Record, RecordReader
 from ..file.writer import Writer, _as_bytes, warn_unclosed
 
 
@@ -315,7 +315,7 @@ _STORE_FILES = {"lmdb": {"data.mdb", "lock.mdb"}}
 """The files a directory store may hold: an existing directory is replaced only when it holds no others."""
 
 
-class StoreReader:
+class StoreReader(RecordReader):
     """Reads one store: ``len(r)``, ``r[i]`` (a :class:`picpac.Record`), iteration, ``r.metadata``.
 
     Records are read one at a time on demand. A reader may be used in forked worker processes (a
@@ -383,10 +383,6 @@ class StoreReader:
     @property
     def fields(self) -> list[str]:
         return list(self.metadata.get("fields") or [])
-
-    @property
-    def classes(self) -> list[str]:
-        return list(self.metadata.get("classes") or [])
 
     def __len__(self) -> int:
         return self._count
@@ -462,12 +458,6 @@ class StoreReader:
         if not self._closed:
             self._closed = True
             self._close()
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
     def __reduce__(self):
         return _reopen, (type(self), self.path, self.check)

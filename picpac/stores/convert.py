@@ -18,7 +18,7 @@ from typing import Any
 from ..engine.child import ForkedChild
 from ..errors import FileIOError, FormatError, PathExistsError, PicPacValueError
 from ..file import durable
-from ..file.reader import Reader, Record
+from ..file.reader import Reader, Record, RecordReader
 from ..file.writer import Writer
 from .base import KINDS, StoreReader, StoreWriter, corrupt_error, free_space, output_errors, require_package
 from .binary import BinaryReader, BinaryWriter, index_path
@@ -92,11 +92,11 @@ def _preload(kind: str) -> None:
         require_package(_PACKAGE[kind], kind)
 
 
-class IsolatedReader:
+class IsolatedReader(RecordReader):
     """The records of a store, read once and in order by a child process: whatever its format's library
     does on a damaged store (a crash, an endless loop), this process gets a PicPacError naming the
-    store. ``len(r)``, ``r.metadata`` and iteration, as a :class:`StoreReader`; records come in batches
-    of up to 8 MiB, ``stall`` is how long the child may take for one."""
+    store. ``len(r)``, ``r.metadata``, ``fields``, ``classes`` and iteration (a :class:`RecordReader`, not
+    indexed); records come in batches of up to 8 MiB, ``stall`` is how long the child may take for one."""
 
     def __init__(self, path: str | os.PathLike, kind: str, *, check: bool = True, stall: float = STALL_SECONDS):
         self.path, self.kind = os.fspath(path), _kind(kind)
@@ -111,6 +111,10 @@ class IsolatedReader:
             raise
         self.metadata: dict[str, Any] = head["metadata"]
         self._count: int = head["count"]
+
+    @property
+    def fields(self) -> list[str]:
+        return list(self.metadata.get("fields") or [])
 
     def __len__(self) -> int:
         return self._count
@@ -128,12 +132,6 @@ class IsolatedReader:
 
     def close(self) -> None:
         self._child.close()
-
-    def __enter__(self) -> IsolatedReader:
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
 
 
 def _send_records(path: str, kind: str, check: bool, send: Callable[..., None]) -> None:
@@ -241,7 +239,7 @@ def _meta(record: Record, source: str) -> dict:
     return meta
 
 
-def _copy(reader: Any, writer: Any, source: str, progress: Callable[[int], Any] | None) -> None:
+def _copy(reader: RecordReader, writer: Any, source: str, progress: Callable[[int], Any] | None) -> None:
     bar = progress(len(reader)) if progress is not None else None
     try:
         for record in reader:

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..engine.executor import Delivery
 from ..errors import CorruptRecordError, PicPacError, SampleError
-from ..file.reader import Reader
+from ..file.reader import IndexedReader, Reader
 from ..image import batched
 from .config import StreamConfig
 from .job import Part, Pool, capacity
@@ -17,7 +17,7 @@ from .position import Keys
 from .processor import Processor, array_size_error
 
 
-def batch_plan(readers: list[Reader], config: StreamConfig, processor: Processor
+def batch_plan(readers: list[IndexedReader], config: StreamConfig, processor: Processor
                ) -> tuple[batched.Plan | None, str | None]:
     """The batch job's plan for a stream, or None and why the per-sample job runs instead."""
     if config.parallelism.vectorize is False:

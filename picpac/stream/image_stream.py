@@ -18,7 +18,7 @@ from ..engine.executor import Executor, ThreadExecutor
 from ..engine.process_executor import ProcessExecutor
 from ..engine.processes import pack_recipe
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
-from ..file.reader import Reader
+from ..file.reader import IndexedReader, RecordReader
 from ..file.remote import REMOTE_TIMEOUT, RemoteOptions
 from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
@@ -54,7 +54,7 @@ class _Pipeline:
     """
 
     def __init__(self, path: Any, config: StreamConfig):
-        self._readers: list[Reader] = []  # a ShardedReader stands for a dataset of several files
+        self._readers: list[IndexedReader] = []  # one file, local or remote, or a dataset of shards
         self.config = c = config
         p = c.parallelism
         self.remote = RemoteOptions(cache_dir=c.remote.cache_dir, cache_limit=c.remote.cache_limit,
@@ -317,7 +317,7 @@ IMAGE_NAMES = ("image", "jpg", "jpeg", "png", "webp", "gif", "bmp", "tif", "tiff
 """Field names that hold images (WebDataset names a member by its type), suggested for image_field."""
 
 
-def _check_field(reader: Reader, key: str, field: str | int) -> None:
+def _check_field(reader: RecordReader, key: str, field: str | int) -> None:
     """PicPacValueError unless the database has ``field`` (a name, or PicPac's field number)."""
     fields = reader.fields
     if isinstance(field, str) and field in fields or not isinstance(field, str) and field < len(fields):

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..engine.executor import Delivery
 from ..errors import PicPacError
-from ..file.reader import Reader
+from ..file.reader import IndexedReader
 from ..image.transforms import Sample
 from .config import StreamConfig
 from .job import Part, Pool, capacity
@@ -50,7 +50,7 @@ class SampleJob:
     Picklable (its readers reopen by path), so a worker process rebuilds it from the same state.
     """
 
-    def __init__(self, readers: list[Reader], config: StreamConfig, processor: Processor | None = None,
+    def __init__(self, readers: list[IndexedReader], config: StreamConfig, processor: Processor | None = None,
                  profile: Profile | None = None):
         self.readers, self.config = readers, config
         self.processor = processor or Processor.of(config)

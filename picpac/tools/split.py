@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import CorruptRecordError, PathExistsError, PicPacError, PicPacValueError
 from ..file import durable
 from ..file.layout import NO_GROUP
-from ..file.reader import Reader, Record
+from ..file.reader import Reader, Record, RecordReader
 from ..file.shards import open_database
 from ..file.writer import Writer, lock_replaced
 from ..sampling.folds import assign_folds, select
@@ -150,7 +150,7 @@ def _units(groups: np.ndarray) -> int:
 
 # -- copying ----------------------------------------------------------------------------------------
 
-def copied_metadata(reader: Reader, provenance_key: str, provenance: dict[str, Any]) -> dict[str, Any]:
+def copied_metadata(reader: RecordReader, provenance_key: str, provenance: dict[str, Any]) -> dict[str, Any]:
     """The database's metadata for a copy of some of its records: class table, source, arrays ... kept;
     ``fields`` and ``created`` are the new Writer's; ``provenance_key`` says where the records came from."""
     metadata = {k: v for k, v in reader.metadata.items() if k not in ("fields", "created")}
