@@ -28,6 +28,7 @@ from ..image.shapes import KINDS, Shapes
 from ..image.transforms import Sample
 from ..stores.base import output_errors
 from ..stream.config import StreamConfig
+from ..stream.processor import Processor
 from ..stream.image_stream import ImageStream
 from .bench import parse_settings
 from .downsize import Progress, bar_of, check_positive
@@ -165,21 +166,21 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
     """Stream and write the PNGs; (name, record, label) of each."""
     entries: list[tuple[str, int, float]] = []
     with ImageStream(db, **config) as stream, bar_of(progress, count) as bar:
-        c = stream.config
+        c, processor = stream.config, Processor.of(stream.config)
         while len(entries) < count:
             try:
                 batch = next(stream)
             except StopIteration:  # loop=False: one pass
                 break
-            table = batch[len(batch) - 2 - len(c["raw"])]
-            pixels = _as_bgr(batch[0], c)
-            mask = batch[1] if c["task"] == "segment" and c["annotate"] != "auto" and annotations else None
+            table = batch[len(batch) - 2 - len(c.decode.raw)]
+            pixels = _as_bgr(batch[0], processor)
+            mask = batch[1] if c.output.task == "segment" and c.decode.annotate != "auto" and annotations else None
             for i in range(min(len(pixels) - batch[-1], count - len(entries))):
                 record, label, has_shapes = table[i, 0, :3].tolist()
                 picture = pixels[i]
                 if annotations:
                     picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes else
-                                     _plane(mask[i], c), label, classes, classes_of)
+                                     _plane(mask[i], processor), label, classes, classes_of)
                 name = f"{len(entries):05d}.png"
                 ok, encoded = cv2.imencode(".png", picture)
                 if not ok:
@@ -194,31 +195,28 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
     return entries
 
 
-def _as_bgr(images: np.ndarray, c: Mapping[str, Any]) -> np.ndarray:
-    """The batch's images as uint8 (B, H, W, C) in OpenCV's BGR order: mean and std undone, rounded, clipped."""
-    hwc = images.transpose(0, 2, 3, 1) if c["order"] == "NCHW" else images
+def _as_bgr(images: np.ndarray, p: Processor) -> np.ndarray:
+    """The batch's images as uint8 (B, H, W, C) in OpenCV's BGR order: the processor's mean and std undone,
+    rounded, clipped."""
+    hwc = images.transpose(0, 2, 3, 1) if p.channel_first else images
     if hwc.dtype != np.uint8:
-        mean, std = c["mean"], c["std"]
-        if c["value_range"] == "0-1":
-            mean = None if mean is None else tuple(255 * m for m in mean)
-            std = (255.0,) if std is None else tuple(255 * s for s in std)
         values = hwc.astype(np.float64)
-        if std is not None:
-            values = values * np.asarray(std, np.float64)
-        if mean is not None:
-            values = values + np.asarray(mean, np.float64)
+        if p.std is not None:
+            values = values * p.std.astype(np.float64)
+        if p.mean is not None:
+            values = values + p.mean.astype(np.float64)
         hwc = np.clip(np.rint(values), 0, 255).astype(np.uint8)
-    if hwc.shape[3] == 3 and c["colorspace"] == "RGB":
+    if hwc.shape[3] == 3 and p.rgb:
         hwc = hwc[..., ::-1]
-    if hwc.shape[3] == 4 and c["colorspace"] == "RGB":
+    if hwc.shape[3] == 4 and p.rgb:
         hwc = hwc[..., [2, 1, 0, 3]]
     return np.ascontiguousarray(hwc)
 
 
-def _plane(mask: np.ndarray, c: Mapping[str, Any]) -> np.ndarray:
+def _plane(mask: np.ndarray, p: Processor) -> np.ndarray:
     """A segmentation target as one (H, W) plane of class ids (one-hot: the argmax)."""
-    hwc = mask.transpose(1, 2, 0) if c["order"] == "NCHW" else mask
-    return hwc.argmax(2) if c["onehot"] else hwc[:, :, 0]
+    hwc = mask.transpose(1, 2, 0) if p.channel_first else mask
+    return hwc.argmax(2) if p.outputs.onehot else hwc[:, :, 0]
 
 
 def _name(value: float, classes: list[str]) -> str:
