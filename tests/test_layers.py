@@ -3,6 +3,7 @@ the core never imports a heavy framework, and the tests mirror the tree."""
 from __future__ import annotations
 
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -225,3 +226,36 @@ def test_tests_mirror_the_tree(test):
              | {p.name for p in (PACKAGE / folder).iterdir() if (p / "__init__.py").is_file()})  # (tools/explore/)
     assert any(test.stem == f"test_{n}" or test.stem.startswith(f"test_{n}_") for n in names), \
         f"{test.name} names no module of picpac/{folder}: {sorted(names)}"
+
+
+def architecture_tree() -> dict[str, set[str]]:
+    """The modules docs/architecture.md's tree lists, by folder under picpac ("." for the package's own files)."""
+    text = (ROOT / "docs" / "architecture.md").read_text()
+    block = text[text.index("```\npicpac/\n") + 4:]
+    listed: dict[str, set[str]] = {".": set()}
+    folders: list[tuple[int, str]] = []  # (indent, folder) of the entries above
+    current = None
+    for line in block[:block.index("```")].splitlines()[1:]:
+        columns = re.split(r"\s{2,}", line.strip())
+        indent = len(line) - len(line.lstrip())
+        if columns[0].endswith(".py"):
+            listed["."].add(columns[0][:-3])
+            continue
+        if columns[0].endswith("/"):
+            folders = [f for f in folders if f[0] < indent] + [(indent, columns[0])]
+            current = "".join(f for _, f in folders).rstrip("/")
+            listed[current] = set()
+            modules = columns[2] if len(columns) > 2 else ""
+        else:
+            modules = line.strip()
+        listed[current] |= {m.split()[0] for m in modules.split(",") if m.strip()}
+    return listed
+
+
+def test_the_architecture_page_lists_every_module_where_it_lives():
+    actual = {".": {p.stem for p in PACKAGE.glob("*.py")}}  # the root's __init__ is the public API, listed
+    for init in PACKAGE.rglob("__init__.py"):
+        folder = init.parent.relative_to(PACKAGE)
+        if folder != Path("."):
+            actual[str(folder)] = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
+    assert architecture_tree() == actual
