@@ -359,7 +359,8 @@ def _keep_alive(stream: ImageStream, batches: Iterator[Batch]) -> Iterator[Batch
 class ImageStream:
     """Stream ``(images, labels, pad)`` batches from a picpac database (keys in docs/stream.md).
 
-    ``ImageStream(path, **config)`` or PicPac's ``ImageStream({"db": path, ...})``. With
+    ``ImageStream(path, **keys)``, ``ImageStream(path, config)`` with a :class:`StreamConfig` (keys beside it
+    change it), or PicPac's ``ImageStream({"db": path, ...})``. With
     ``loop=True`` (default) iteration is endless and continues where the last loop stopped;
     with ``loop=False`` each ``iter()`` is one pass over the samples. Decoding and transforms run
     on ``workers`` threads, or processes with ``backend='process'`` (images then arrive as views
