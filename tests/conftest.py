@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 import zlib
+from multiprocessing import active_children, resource_tracker
 from pathlib import Path
 
 import cv2
@@ -18,6 +19,7 @@ import numpy as np
 import pytest
 
 import picpac
+from picpac.engine.shared_memory import PREFIX
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -130,6 +132,26 @@ def children(pid: int | None = None) -> set[int]:
             if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
                 found.add(int(entry))
     return found
+
+
+def blocks(pid: int | None = None) -> set[str]:
+    """This process's shared-memory blocks in /dev/shm."""
+    mine = f"{PREFIX}{os.getpid() if pid is None else pid}_"
+    return {name for name in os.listdir("/dev/shm") if name.startswith(mine)}
+
+
+@pytest.fixture
+def clean():
+    """Asserts that a test leaves no worker process and no shared-memory block behind."""
+    resource_tracker.ensure_running()  # a process of its own, started once: not a leak
+    before = children()
+    assert blocks() == set()
+    yield
+    deadline = time.monotonic() + 1
+    while (children() - before or active_children()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert children() - before == set() and active_children() == []
+    assert blocks() == set()
 
 
 
