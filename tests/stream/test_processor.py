@@ -324,3 +324,14 @@ def test_a_transform_error_gets_a_note_naming_the_record():
     with pytest.raises(ZeroDivisionError, match="bad") as info:
         processor(transforms=[boom]).sample({"image": png(KNOWN)}, 0.0, 13, "db", None, rng())
     assert info.value.__notes__[-1].endswith("on record 13")
+
+
+@pytest.mark.xfail(strict=True, reason="Processor.output raises SampleError('', record, ...): the message starts "
+                                       "': record 3' and names no file (the sample's extra['source'] has it)")
+def test_a_segment_sample_that_lost_its_mask_names_the_file():
+    def drop_mask(sample: Sample, rng) -> Sample:
+        sample.mask = None
+        return sample
+    fields = {"image": png(KNOWN), "mask": png(KNOWN[:, :, 0])}
+    with pytest.raises(SampleError, match=r"^train\.picpac: record 3 has no mask after its transforms"):
+        processor(annotate="image", transforms=[drop_mask]).sample(fields, 0.0, 3, "train.picpac", None, rng())
