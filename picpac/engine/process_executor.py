@@ -23,15 +23,19 @@ class ProcessExecutor:
         self.name, self.timeout = name, timeout
         self.pool: ProcessPool | None = None
         self._ring: SharedBatches | None = None
+        self._shape: tuple | None = None  # (group, window, layout) of the ring
 
     def run(self, job: Callable[[Any], tuple[np.ndarray, Any]], units: Iterable[Any], group: int, window: int,
             on_error: OnError, chunk: int = 1, layout: tuple[tuple[int, ...], np.dtype] | None = None
             ) -> Iterator[Delivery]:
         """As ``Executor.run``; ``job`` runs as the workers unpickled it from the recipe, and ``chunk`` does not
         apply (each unit is one message)."""
+        if self.pool is not None and self._shape != (group, window, layout):
+            self.close()  # one ring per pool: another grouping starts afresh
         if self.pool is None:
             self.pool = ProcessPool(self.recipe, self.workers, self.method, name=self.name, timeout=self.timeout)
             self._ring = SharedBatches(self.pool, group, window, keep=self.keep, layout=layout)
+            self._shape = group, window, layout
         deliveries = self._ring(units, on_error)
         try:
             yield from deliveries

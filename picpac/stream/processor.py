@@ -320,7 +320,8 @@ class Processor:
             return pixels, convert(sample.image, False, np.dtype(np.float32), self.mean, self.std), dense
         if task == "segment":
             if sample.mask is None:
-                raise SampleError("", sample.record, "has no mask after its transforms (a 'drop' step?)")
+                raise SampleError(sample.extra.get("source", ""), sample.record,
+                                  "has no mask after its transforms (a 'drop' step?)")
             return pixels, sample.mask, dense
         return pixels, self._boxes(sample) if task == "detect" else self._points(sample), dense
 

@@ -164,8 +164,6 @@ def test_on_error_skips_or_stops(clean):
         ex.close()
 
 
-@pytest.mark.xfail(strict=True, reason="ProcessExecutor keeps the first run's group and window: its ring is made "
-                   "once, with the pool, and a later run's group is ignored (ThreadExecutor honours each run's)")
 def test_a_later_run_groups_by_its_own_group(clean):
     job = Fill((2,))
     ex = executor(job)

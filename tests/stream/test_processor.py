@@ -326,8 +326,6 @@ def test_a_transform_error_gets_a_note_naming_the_record():
     assert info.value.__notes__[-1].endswith("on record 13")
 
 
-@pytest.mark.xfail(strict=True, reason="Processor.output raises SampleError('', record, ...): the message starts "
-                                       "': record 3' and names no file (the sample's extra['source'] has it)")
 def test_a_segment_sample_that_lost_its_mask_names_the_file():
     def drop_mask(sample: Sample, rng) -> Sample:
         sample.mask = None
