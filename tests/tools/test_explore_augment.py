@@ -1,0 +1,199 @@
+"""picpac.tools.explore.augment on its own: the checks load_config makes (and the message each refusal gives),
+nested transform values, the digest, the cost estimate from the database's sizes, PNGs pixel for pixel, a run's
+child process fed its pickled request, the bounded exchange's broken pipe, and a busy augmenter."""
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import subprocess
+import sys
+
+import cv2
+import numpy as np
+import pytest
+
+pytest.importorskip("yaml")
+
+import picpac  # noqa: E402
+from picpac.errors import PicPacError  # noqa: E402
+from picpac.tools.explore import augment  # noqa: E402
+from picpac.tools.explore.augment import (FIXED, MAX_DEPTH, MAX_PIXELS, Augmenter, ConfigRefused, check_cost,  # noqa: E402
+                                          config_digest, encode_png, exchange, load_config)
+
+from conftest import make_db  # noqa: E402
+
+
+def refusal(text: str) -> str:
+    with pytest.raises(ConfigRefused) as caught:
+        load_config(text)
+    return str(caught.value)
+
+
+def test_an_empty_config_gets_the_defaults_and_the_fixed_keys():
+    for text in ("", "   \n", "{}", "# only a comment\n"):
+        config, parsed = load_config(text)
+        assert config == {"batch": 8, "max_pixels": MAX_PIXELS, **FIXED}
+        assert parsed["batch"] == 8 and parsed["dtype"] == "uint8" and parsed["order"] == "NHWC"
+
+
+def test_json_and_yaml_give_one_config():
+    assert load_config('{"seed": 3, "pert_hflip": true}')[0] == load_config("seed: 3\npert_hflip: true\n")[0]
+
+
+def test_a_key_that_names_a_file_is_refused_as_such():
+    message = refusal("label_path: x")
+    assert message.startswith("config key 'label_path' is not allowed in the explorer (it names a file or a database); "
+                              "allowed: anno_color1, ")
+
+
+def test_a_key_of_how_the_server_runs_is_refused_as_no_augmentation_key():
+    assert refusal("backend: process").startswith("config key 'backend' is not allowed in the explorer (it is not an "
+                                                  "augmentation, size or split key)")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("1: 2", "config keys must be strings, got 1"),
+    ("batch: true", "config key 'batch' (the samples shown) must be an int in [1, 32], got True"),
+    ("batch: 0", "config key 'batch' (the samples shown) must be an int in [1, 32], got 0"),
+    ("batch: 2.0", "config key 'batch' (the samples shown) must be an int in [1, 32], got 2.0"),
+    ("max_pixels: 16777217", "config key 'max_pixels' must be an int in [1, 16,777,216] in the explorer, got 16777217"),
+    ("max_pixels: true", "config key 'max_pixels' must be an int in [1, 16,777,216] in the explorer, got True"),
+    ("- a\n- b", "the config must be a mapping of keys to values, got list"),
+    ("just text", "the config must be a mapping of keys to values, got str"),
+])
+def test_load_config_refusals(text, message):
+    assert refusal(text) == message
+
+
+def test_a_config_text_past_the_limit_is_refused_before_it_is_parsed():
+    assert refusal("#" * 20_001) == "the config is 20,001 characters long; at most 20,000 are accepted"
+
+
+def test_values_are_checked_by_the_streams_own_parse():
+    with pytest.raises(PicPacError, match="pert_angle"):
+        load_config("pert_angle: lots")
+
+
+def test_transforms_hold_no_key_naming_a_file_at_any_depth():
+    text = json.dumps({"transforms": [{"type": "sometimes", "transforms": [{"type": "augment.blur",
+                                                                            "maskDir": "/tmp"}]}]})
+    assert refusal(text) == ("config key 'transforms.transforms': key 'maskDir' is not allowed in the explorer "
+                             "(it names a file)")
+    assert refusal("transforms: [{1: 2}]") == "config key 'transforms': key '1' is not allowed in the explorer " \
+                                              "(it names a file)"
+
+
+def test_transforms_nested_deeper_than_the_bound_are_refused():
+    deep = {"transforms": [[]]}
+    inner = deep["transforms"][0]
+    for _ in range(MAX_DEPTH):
+        inner.append([])
+        inner = inner[0]
+    assert refusal(json.dumps(deep)) == f"config key 'transforms' is nested more than {MAX_DEPTH} levels deep"
+
+
+def test_the_digest_is_twenty_hex_of_the_configs_content():
+    a = config_digest({"seed": 1, "batch": 2})
+    assert len(a) == 20 and int(a, 16) >= 0
+    assert a == config_digest({"batch": 2, "seed": 1}) != config_digest({"batch": 2, "seed": 2})
+    assert len(config_digest({"x": {1}})) == 20  # a value JSON has no form for: digested by its text
+
+
+def parsed(text: str):
+    return load_config(text)[1]
+
+
+def test_the_estimate_passes_a_config_within_the_bounds():
+    check_cost(parsed("resize_width: 64\nresize_height: 48\nbatch: 32"), [(640, 480), (4000, 3000)])
+    check_cost(parsed("crop_width: 64\ncrop_height: 48"), [])
+
+
+def test_the_estimate_names_the_step_the_size_and_the_bound():
+    with pytest.raises(ConfigRefused) as caught:
+        check_cost(parsed("resize_width: 8000"), [(400, 300), (300, 400)])
+    assert str(caught.value) == ("config key 'resize_width' makes the database's 300x400 images 8000x10667 "
+                                 "(85,336,000 pixels), more than max_pixels=16,777,216 (the explorer's bound on every "
+                                 "image a run makes); lower it")
+
+
+def test_an_image_the_stream_refuses_is_not_counted():
+    check_cost(parsed("max_pixels: 1000\nmax_size: 40"), [(5000, 5000), (20, 20)])  # 40x40 only of the 5000x5000
+
+
+def test_the_estimate_of_a_batch_of_outputs():
+    with pytest.raises(ConfigRefused, match=r"^32 samples of up to 4,000,000 pixels are more than the explorer's "
+                                            r"256 MiB per run; lower 'batch' or the size$"):
+        check_cost(parsed("batch: 32\nresize_width: 2000\nresize_height: 2000"), [(100, 100)])
+    with pytest.raises(ConfigRefused, match="^32 samples of up to 4,000,000 pixels"):  # no sizes: the fixed size
+        check_cost(parsed("batch: 32\ncrop_width: 2000\ncrop_height: 2000"), [])
+    check_cost(parsed("batch: 32\nresize_width: 2000"), [])  # no sizes, no fixed size: nothing to estimate
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (5, 7, 1), (5, 7, 3), (5, 7, 4)])
+def test_encode_png_is_the_samples_rgb_pixels(shape):
+    sample = np.random.default_rng(1).integers(0, 256, shape, np.uint8)
+    back = cv2.imdecode(np.frombuffer(encode_png(sample), np.uint8), cv2.IMREAD_UNCHANGED)
+    if len(shape) == 3 and shape[2] == 3:
+        back = cv2.cvtColor(back, cv2.COLOR_BGR2RGB)
+    elif len(shape) == 3 and shape[2] == 4:
+        back = cv2.cvtColor(back, cv2.COLOR_BGRA2RGBA)
+    assert np.array_equal(back, sample.reshape(back.shape))
+
+
+CHILD = [sys.executable, "-c", "from picpac.tools.explore.augment import child; child()"]
+
+
+def run_child(path, config: dict, output: int = 1 << 20) -> tuple:
+    done = subprocess.run(CHILD, input=pickle.dumps((str(path), config, 1 << 30, output)), capture_output=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return pickle.loads(done.stdout)
+
+
+def test_a_run_replies_the_streams_first_batch_as_pngs(tmp_path):
+    db = make_db(tmp_path / "db.picpac", n=6, size=(8, 6))
+    config = load_config("seed: 4\nbatch: 3\npert_hflip: true\nperturb: true")[0]
+    kind, outputs = run_child(db, config)
+    assert kind == "ok" and len(outputs) == 3
+    with picpac.ImageStream(db, **config) as stream:
+        images, labels, _ = next(iter(stream))
+    for (data, label, width, height), image, want in zip(outputs, images, labels):
+        back = cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+        assert np.array_equal(back, image) and (label, width, height) == (float(want), 8, 6)
+
+
+def test_a_run_refuses_pngs_past_its_output_bound(tmp_path):
+    db = make_db(tmp_path / "db.picpac", n=4)
+    kind, message = run_child(db, load_config("batch: 2")[0], output=10)
+    assert kind == "refused" and message.startswith("the run's PNGs add up to ")
+    assert " bytes after 1 of 2 samples, more than the explorer's 0 MiB per run; lower 'batch' or the size" in message
+
+
+def test_a_run_of_a_database_that_is_gone_is_refused_naming_it(tmp_path):
+    kind, message = run_child(tmp_path / "gone.picpac", load_config("")[0])
+    assert kind == "refused" and str(tmp_path / "gone.picpac") in message
+
+
+def test_exchange_with_a_process_that_ends_before_it_reads():
+    process = subprocess.Popen([sys.executable, "-c", "import sys; sys.stderr.write('gone early\\n')"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    process.wait()
+    out, err = exchange(process, b"x" * (4 << 20), 1 << 20)  # more than a pipe holds: the write breaks
+    assert (bytes(out), err, process.returncode) == (b"", b"gone early\n", 0)
+
+
+def test_a_busy_augmenter_says_so_without_starting_a_run(tmp_path, monkeypatch):
+    db = make_db(tmp_path / "db.picpac", n=2)
+    monkeypatch.setattr(augment, "LOCK_WAIT", 0.2)
+    augmenter = Augmenter(str(db), lambda: [(8, 6)])
+
+    async def while_another_runs():
+        await augmenter._lock.acquire()
+
+        async def present() -> bool:
+            return False
+        with pytest.raises(PicPacError, match="^the explorer is busy with another augmentation run; try again$"):
+            await augmenter.run("batch: 1", present)
+    asyncio.run(while_another_runs())
+    assert augmenter.started == 0
