@@ -10,7 +10,7 @@ import warnings
 import cv2
 import numpy as np
 import pytest
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 
 import picpac
 from picpac.stream import legacy

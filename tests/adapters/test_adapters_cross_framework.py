@@ -15,7 +15,7 @@ if "jax" not in sys.modules and "xla_force_host_platform_device_count" not in os
 os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
 
 import picpac  # noqa: E402
-from conftest import make_db  # noqa: E402
+from helpers import make_db  # noqa: E402
 
 # every key the adapters set, given, so that all four make the same batches; pert_* make them random
 KEYS = dict(batch=4, seed=11, workers=2, loop=False, order="NHWC", pad=True, label_dtype="int32",

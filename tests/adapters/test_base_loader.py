@@ -9,7 +9,7 @@ import pytest
 import picpac
 from picpac.adapters.base import StreamLoader, database_and_config, with_rank
 from picpac.errors import PicPacError, PicPacTypeError, PicPacValueError
-from conftest import make_db
+from helpers import make_db
 
 
 @pytest.fixture

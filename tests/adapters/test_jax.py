@@ -20,7 +20,7 @@ import picpac  # noqa: E402
 from jax.sharding import Mesh, NamedSharding, PartitionSpec  # noqa: E402
 from picpac.adapters.jax import JaxLoader, batch_sharding, device_put_batches  # noqa: E402
 from picpac.dataflow import BatchData, PicPacData  # noqa: E402
-from conftest import make_db  # noqa: E402
+from helpers import make_db  # noqa: E402
 
 KEYS = dict(batch=4, seed=7, workers=2)
 SIZE = dict(resize_width=8, resize_height=6)

@@ -16,7 +16,7 @@ from picpac.adapters.ray import (PicpacDatasource, StreamTransform, Written, imp
                                  write_picpac)
 from picpac.file.remote import RemoteOptions  # noqa: E402
 from picpac.file.shards import ShardedReader, read_index  # noqa: E402
-from conftest import payload, png  # noqa: E402
+from helpers import payload, png  # noqa: E402
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -17,7 +17,7 @@ tf = pytest.importorskip("tensorflow", reason="TensorFlow is not installed (pip 
 import picpac  # noqa: E402
 from picpac.adapters.tf import dataflow_to_dataset, stream_signature, tf_dataset  # noqa: E402
 from picpac.dataflow import BatchData, DataFromList, MapData, PicPacData  # noqa: E402
-from conftest import make_db  # noqa: E402
+from helpers import make_db  # noqa: E402
 
 KEYS = dict(batch=4, seed=7, workers=2)
 SIZE = dict(resize_width=8, resize_height=6)

@@ -14,7 +14,7 @@ torch = pytest.importorskip("torch", reason="PyTorch is not installed (pip insta
 
 import picpac  # noqa: E402
 from picpac.adapters.torch import DevicePrefetcher, TorchDataset, TorchLoader, pinning_available  # noqa: E402
-from conftest import make_db  # noqa: E402
+from helpers import make_db  # noqa: E402
 
 CUDA = pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: the CUDA path is not tested here")
 MEAN, STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]

@@ -22,13 +22,13 @@ import picpac
 from picpac.engine.processes import ProcessPool, WorkerError, process_map
 from picpac.transforms import Sample
 
-from conftest import alive, blocks
+from helpers import alive, blocks
 
-from conftest import make_db, run
+from helpers import make_db, run
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir() or not sys.platform.startswith("linux"),
                                 reason="needs Linux /proc and /dev/shm")
-TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # this module, conftest
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]  # this module, helpers
 
 
 # -- transforms run in the workers (module level: spawned workers import them from here) -------------

@@ -15,7 +15,7 @@ import pytest
 import picpac
 from picpac.engine.shared_memory import PREFIX, _namespace, _start_time
 
-from conftest import alive, make_db
+from helpers import alive, make_db
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir() or not sys.platform.startswith("linux"),
                                 reason="needs Linux /proc and /dev/shm")

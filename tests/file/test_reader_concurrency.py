@@ -8,7 +8,7 @@ import numpy as np
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 OPENS = 4000
 

@@ -12,7 +12,7 @@ import pytest
 import picpac
 from picpac.file.mapping import advise
 
-from conftest import payload
+from helpers import payload
 
 libc = ctypes.CDLL(None, use_errno=True)
 

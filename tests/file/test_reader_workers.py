@@ -8,7 +8,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 N = 300
 _reader: picpac.Reader | None = None

@@ -13,7 +13,7 @@ import picpac
 from picpac.file.frames import RECORD_FRAME, RecordFrame, read_metadata_frame, read_record_frame
 from picpac.file.layout import HEADER_SIZE, INDEX_DTYPE, MAGIC, VERSION, read_header
 
-from conftest import payload
+from helpers import payload
 
 
 def write_db(path, n: int, **kwargs) -> None:

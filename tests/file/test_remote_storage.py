@@ -15,7 +15,7 @@ from picpac.errors import CorruptError, CorruptRecordError, FormatError, Missing
 from picpac.file.remote import CACHE_MARK, RemoteOptions, RemoteReader, is_remote
 from picpac.file.shards import ShardedReader, is_glob, open_database, write_index
 
-from conftest import damage_record, payload
+from helpers import damage_record, payload
 
 BLOCK = 2**16
 _buckets = itertools.count()

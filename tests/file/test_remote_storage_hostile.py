@@ -15,7 +15,7 @@ from picpac.errors import PicPacValueError, RemoteReadError
 from picpac.file.remote import RemoteOptions, RemoteReader
 from picpac.file.shards import open_database, read_index
 
-from conftest import payload
+from helpers import payload
 
 pytest.importorskip("aiohttp", reason="reading http:// needs aiohttp: pip install -e '.[test]'")
 

@@ -18,7 +18,7 @@ import picpac
 from picpac.errors import RemoteReadError, RemoteTimeoutError
 from picpac.file.remote import RemoteOptions, RemoteReader
 
-from conftest import make_db, payload
+from helpers import make_db, payload
 
 pytest.importorskip("aiohttp", reason="reading http:// needs aiohttp: pip install -e '.[test]'")
 

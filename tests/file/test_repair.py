@@ -15,7 +15,7 @@ import picpac
 from picpac.file.layout import SLOT_OFFSETS
 from picpac.file.repair import repair
 
-from conftest import payload
+from helpers import payload
 
 
 def records(path) -> list[tuple[bytes, float, int, dict]]:
@@ -108,7 +108,7 @@ INTERRUPTED = textwrap.dedent("""
     import os, signal, sys
     sys.path[:0] = [{tests!r}]
     import picpac
-    from conftest import payload
+    from helpers import payload
     w = picpac.Writer(sys.argv[1], append=True)
     for i in range(10, 13):
         w.append(image=payload(i, 100_000))  # larger than the file buffer: written through

@@ -16,7 +16,7 @@ from picpac.file.frames import METADATA_FRAME
 from picpac.file.layout import HEADER_SIZE
 from picpac.file.repair import repair
 
-from conftest import payload
+from helpers import payload
 
 
 def content(path) -> list[tuple]:

@@ -13,7 +13,7 @@ import pytest
 from picpac import MissingPathError, PicPacValueError, Reader
 from picpac.file.shards import ShardedReader, open_database, read_index, resolve, write_index
 
-from conftest import make_db
+from helpers import make_db
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 TRIALS = 10
 RECORDS = 5

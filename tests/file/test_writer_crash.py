@@ -13,7 +13,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 TRIALS = 24
 BASE_RECORDS = 40
@@ -25,7 +25,7 @@ CHILD = textwrap.dedent(
     import sys
     sys.path.insert(0, {tests!r})
     import picpac
-    from conftest import payload
+    from helpers import payload
 
     path, mode, start, count, commit_every = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:])
     with picpac.Writer(path, append=(mode == "append"), overwrite=(mode == "create")) as w:
@@ -119,7 +119,7 @@ FULL_DISK_CHILD = textwrap.dedent(
     import resource, signal, sys
     sys.path.insert(0, {tests!r})
     import picpac
-    from conftest import payload
+    from helpers import payload
 
     path, mode = sys.argv[1], sys.argv[2]
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # writes past the limit fail with EFBIG instead

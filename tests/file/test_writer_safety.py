@@ -14,7 +14,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 
 def write_db(path, n: int, start: int = 0, **kwargs) -> None:

@@ -15,7 +15,7 @@ import time
 import picpac
 from picpac.file import durable
 
-from conftest import alive, children, payload
+from helpers import alive, children, payload
 
 RECORDS = 2000
 
@@ -24,7 +24,7 @@ SCRIPT = textwrap.dedent(
     import contextlib, sys, time
     sys.path.insert(0, {tests!r})
     import picpac
-    from conftest import payload
+    from helpers import payload
 
     path, guarded, commit_every, count = sys.argv[1], sys.argv[2] == "guarded", int(sys.argv[3]), int(sys.argv[4])
     with picpac.exit_on_signals() if guarded else contextlib.nullcontext():

@@ -17,7 +17,7 @@ import pytest
 import picpac
 from picpac.image import decoding, headers
 
-from conftest import jpeg_bomb, png_bomb
+from helpers import jpeg_bomb, png_bomb
 
 PIXELS = np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8)
 
@@ -147,7 +147,7 @@ BOMB_RSS = textwrap.dedent("""
     import resource, sys, time
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))  # before the fix: MemoryError, not a 12 GB swap
     sys.path.insert(0, sys.argv[1])
-    from conftest import jpeg_bomb, png_bomb
+    from helpers import jpeg_bomb, png_bomb
     import picpac
     from picpac.image import decoding
     gif = bytearray(open(sys.argv[2], "rb").read())

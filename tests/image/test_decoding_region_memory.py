@@ -19,8 +19,8 @@ from picpac.image import decoding
 
 CHILD = textwrap.dedent("""
     import resource, sys
-    sys.path[:0] = sys.argv[1:3]  # the parent's picpac and conftest
-    from conftest import jpeg_bomb
+    sys.path[:0] = sys.argv[1:3]  # the parent's picpac and helpers
+    from helpers import jpeg_bomb
     from picpac.image import decoding
     data = bytearray(jpeg_bomb(65500, 65500))  # a real baseline JPEG declaring 65500 x 65500: 12.9 GB as BGR
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))

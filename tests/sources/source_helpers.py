@@ -1,8 +1,5 @@
-"""Fixtures and helpers shared by the tests of the source layouts (coco128 data, small files).
-
-Not a conftest.py: a second module named conftest would replace tests/conftest.py in sys.modules, and
-the `from conftest import ...` of the test folders collected after this one would fail.
-"""
+"""Fixtures and helpers shared by the tests of the source layouts (coco128 data, small files), imported
+as a module (`from source_helpers import ...`) as tests/helpers.py is by every folder."""
 from __future__ import annotations
 
 import json

@@ -1,5 +1,5 @@
-"""Helpers shared by the store tests (not a conftest.py: a second conftest module would shadow
-tests/conftest.py for the `from conftest import ...` of the folders collected after this one)."""
+"""Helpers shared by the store tests (`from store_helpers import ...`), beside tests/helpers.py, which every
+folder's tests share."""
 from __future__ import annotations
 
 import math
@@ -13,7 +13,7 @@ import pytest
 import picpac
 from picpac import stores
 
-from conftest import payload
+from helpers import payload
 
 
 KINDS = stores.KINDS

@@ -13,7 +13,7 @@ import picpac
 from picpac import stores
 from picpac.errors import PicPacValueError
 
-from conftest import payload
+from helpers import payload
 from store_helpers import KINDS, _needs, assert_same_records, db, make_db, store_path  # noqa: F401 (db: a fixture)
 
 

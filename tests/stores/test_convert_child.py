@@ -19,7 +19,7 @@ from picpac import stores
 from picpac.errors import CorruptError, FormatError, MissingPathError
 from picpac.stores.convert import IsolatedReader
 
-from conftest import alive, children, payload
+from helpers import alive, children, payload
 
 
 def write_db(path, count: int = 8, size: int = 3000) -> str:

@@ -11,7 +11,7 @@ import pytest
 import picpac
 from picpac import stores
 
-from conftest import SHARED_DATA
+from helpers import SHARED_DATA
 from store_helpers import KINDS, _needs, assert_same_records, store_path
 
 

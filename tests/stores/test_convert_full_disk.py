@@ -10,7 +10,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 from store_helpers import KINDS, _needs, on_small_disk
 
 

@@ -11,7 +11,7 @@ import pytest
 from picpac import stores
 from picpac.errors import CorruptError
 
-from conftest import payload
+from helpers import payload
 
 
 def test_lmdb_map_grows_as_needed(tmp_path, monkeypatch):

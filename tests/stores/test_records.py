@@ -9,7 +9,7 @@ import pytest
 from picpac import stores
 from picpac.errors import CorruptError
 
-from conftest import payload
+from helpers import payload
 from store_helpers import _needs, db, store_path  # noqa: F401 (db: a fixture)
 
 

@@ -14,7 +14,7 @@ import picpac
 from picpac import stores
 from picpac.stores.tar import image_extension
 
-from conftest import png
+from helpers import png
 from store_helpers import assert_same_records
 
 wds = pytest.importorskip("webdataset", reason="the WebDataset checks need the webdataset package (the test extra)")

@@ -10,7 +10,7 @@ import pytest
 from picpac import stores
 from picpac.errors import CorruptError, FormatError
 
-from conftest import payload
+from helpers import payload
 from store_helpers import crc32c_bitwise, db, store_path  # noqa: F401 (db: a fixture)
 
 

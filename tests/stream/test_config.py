@@ -11,7 +11,7 @@ import picpac
 from picpac.errors import PicPacTypeError, PicPacValueError
 from picpac.stream.config import StreamConfig
 
-from conftest import make_db, png
+from helpers import make_db, png
 
 CASES = [  # the fuzzer's reproducers (docs/reliability.md, config-unbounded and config-array-value)
     (dict(resize_width=2**31), PicPacValueError, "config key 'resize_width' must be in [0, 32766], got 2147483648"),

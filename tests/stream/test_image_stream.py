@@ -15,7 +15,7 @@ import picpac
 from picpac.stream.config import KEYS, LEGACY
 from picpac.transforms import Sample
 
-from conftest import make_db, png, run
+from helpers import make_db, png, run
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "stream.md"
 

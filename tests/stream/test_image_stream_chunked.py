@@ -11,7 +11,7 @@ import pytest
 import picpac
 from picpac.sampling import Sampler, assign_folds, select
 
-from conftest import make_db
+from helpers import make_db
 
 N = 45
 CHUNKED = dict(shuffle_chunk=4, shuffle_window=2)

@@ -9,7 +9,7 @@ import pytest
 
 import picpac
 
-from conftest import jpeg_bomb, make_db, png, png_bomb
+from helpers import jpeg_bomb, make_db, png, png_bomb
 
 BOMB = 3
 

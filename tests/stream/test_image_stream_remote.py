@@ -10,7 +10,7 @@ import pytest
 import picpac
 from picpac.errors import PicPacTypeError, PicPacValueError, RemoteReadError
 
-from conftest import children, make_db, png, run
+from helpers import children, make_db, png, run
 
 _buckets = itertools.count()
 CONFIG = dict(batch=8, loop=False, seed=5, resize_width=16, resize_height=12, perturb=True, pert_hflip=True,

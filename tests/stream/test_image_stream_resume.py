@@ -19,7 +19,7 @@ import pytest
 import picpac
 from picpac.transforms import Crop, Flip, Pad
 
-from conftest import make_db
+from helpers import make_db
 
 CIFAR = [Pad(sides=(2, 2, 2, 2)), Crop(16, 16, random=True), Flip(horizontal=0.5)]
 THREADS = [dict(backend="thread", workers=1), dict(backend="thread", workers=2)]

@@ -10,7 +10,7 @@ import pytest
 import picpac
 from picpac.file.shards import write_index
 
-from conftest import make_db, png, run
+from helpers import make_db, png, run
 
 N = 30
 SIZES = (7, 12, 11)  # records per shard

@@ -7,7 +7,7 @@ import pytest
 
 import picpac
 
-from conftest import make_db
+from helpers import make_db
 
 
 def ids(batch) -> list[int]:

@@ -10,7 +10,7 @@ import pytest
 import picpac
 from picpac.sources.base import FORMATS, PICPAC_NUMBERS, format_name
 
-from conftest import run_console
+from helpers import run_console
 
 COMMANDS = [("picpac", "import"), ("picpac-import",)]
 IDS = ["picpac import", "picpac-import"]

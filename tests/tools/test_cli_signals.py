@@ -18,7 +18,7 @@ import pytest
 import picpac
 from picpac import stores
 
-from conftest import SHARED_DATA, alive, children, payload
+from helpers import SHARED_DATA, alive, children, payload
 
 TEMP = ".picpac-tmp"
 EXPORT_RECORDS = 1500

@@ -14,7 +14,7 @@ from picpac.file.layout import HEADER_SIZE, INDEX_DTYPE, index_offset_after
 from picpac.tools.compact import compact
 from picpac.tools.verify import verify
 
-from conftest import damage_record, payload, run_console
+from helpers import damage_record, payload, run_console
 
 
 def appended_db(path, rounds: int = 4, per_round: int = 5):

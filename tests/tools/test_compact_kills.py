@@ -18,7 +18,7 @@ import picpac
 from picpac.tools.compact import compact
 from picpac.tools.verify import verify
 
-from conftest import children, payload
+from helpers import children, payload
 
 TRIALS = 50
 

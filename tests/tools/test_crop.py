@@ -15,7 +15,7 @@ from picpac.errors import PicPacValueError
 from picpac.image.shapes import Shapes
 from picpac.tools.crop import crop
 
-from conftest import png, run_console
+from helpers import png, run_console
 
 W, H = 64, 48
 SHAPES = [

@@ -14,7 +14,7 @@ import picpac
 from picpac.errors import PathExistsError, PicPacValueError
 from picpac.tools.downsize import downsize
 
-from conftest import jpeg_bomb, png, run_console
+from helpers import jpeg_bomb, png, run_console
 
 ANNOTATION = json.dumps({"shapes": [{"type": "rect", "label": 1,
                                      "geometry": {"x": 0.25, "y": 0.25, "width": 0.5, "height": 0.5}}]}).encode()

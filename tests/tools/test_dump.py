@@ -15,7 +15,7 @@ import picpac
 from picpac.errors import PathExistsError, PicPacValueError
 from picpac.tools.dump import dump, load_config
 
-from conftest import png, run_console
+from helpers import png, run_console
 
 CONFIG = {"batch": 3, "resize_width": 96, "resize_height": 64, "perturb": True, "pert_hflip": True, "pert_angle": 10}
 

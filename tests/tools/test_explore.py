@@ -26,7 +26,7 @@ from picpac.sampling.folds import assign_folds, select  # noqa: E402
 from picpac.stream.config import StreamConfig  # noqa: E402
 from picpac.tools import info  # noqa: E402
 from picpac.tools.explore import augment, thumbnails  # noqa: E402
-from tests.conftest import SHARED_DATA  # noqa: E402
+from helpers import SHARED_DATA  # noqa: E402
 
 COCO = SHARED_DATA / "coco128-train"
 N = 128

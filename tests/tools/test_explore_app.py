@@ -21,7 +21,7 @@ from picpac.tools.explore import app as app_module  # noqa: E402
 from picpac.tools.explore.app import HEADERS, _integral, _kind, _label_text, build_app  # noqa: E402
 from picpac.tools.explore.augment import DEFAULT_CONFIG  # noqa: E402
 
-from conftest import damage_record, jpeg_bomb, png  # noqa: E402
+from helpers import damage_record, jpeg_bomb, png  # noqa: E402
 
 
 def get(app, target: str, *, method: str = "GET", host: str = "127.0.0.1:8000") -> tuple[int, dict, bytes]:

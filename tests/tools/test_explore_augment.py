@@ -21,7 +21,7 @@ from picpac.tools.explore import augment  # noqa: E402
 from picpac.tools.explore.augment import (FIXED, MAX_DEPTH, MAX_PIXELS, Augmenter, ConfigRefused, check_cost,  # noqa: E402
                                           config_digest, encode_png, exchange, load_config)
 
-from conftest import make_db  # noqa: E402
+from helpers import make_db  # noqa: E402
 
 
 def refusal(text: str) -> str:

@@ -11,7 +11,7 @@ from picpac.sampling.folds import assign_folds
 from picpac.tools.explore import index
 from picpac.tools.explore.index import DEFAULT_SEED, DbIndex, Filter, meta_matches, parse_filter
 
-from conftest import damage_record
+from helpers import damage_record
 
 
 def test_an_empty_query_is_every_record():

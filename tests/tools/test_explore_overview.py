@@ -12,7 +12,7 @@ from picpac.tools.explore import overview as overview_module
 from picpac.tools.explore.index import DbIndex
 from picpac.tools.explore.overview import _histogram, _sample, _size_histograms, bars, overview, probe_sizes
 
-from conftest import damage_record, png
+from helpers import damage_record, png
 
 
 def test_the_sample_is_evenly_spaced_and_ends_at_the_last_record():

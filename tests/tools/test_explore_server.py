@@ -16,7 +16,7 @@ import picpac
 from picpac.errors import PicPacError
 from picpac.tools.explore.server import allowed_hosts, bind, is_loopback
 
-from conftest import png
+from helpers import png
 
 pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")

@@ -15,7 +15,7 @@ from picpac.errors import ImageTooLargeError, PicPacError
 from picpac.tools.explore.thumbnails import (_PALETTE, MAX_PIXELS, THUMB_SIDE, VIEW_SIDE, LRUBytes, NoImage, annotated,
                                              image_field, probe_size, record_image, thumbnail)
 
-from conftest import jpeg_bomb, png
+from helpers import jpeg_bomb, png
 
 RNG = np.random.default_rng(0)
 PIXELS = RNG.integers(0, 256, (30, 40, 3), np.uint8)  # BGR, 40 wide

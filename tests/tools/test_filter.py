@@ -7,7 +7,7 @@ import shutil
 import cv2
 import numpy as np
 import pytest
-from conftest import jpeg_bomb, png, run_console
+from helpers import jpeg_bomb, png, run_console
 
 import picpac
 from picpac.errors import PicPacValueError

@@ -10,7 +10,7 @@ import numpy as np
 import picpac
 from picpac.tools.info import describe, format_description
 
-from conftest import payload
+from helpers import payload
 
 CLASSES = ["cat", "dog", "bird"]
 # (label, group, meta) per record; label 5 has no class name, records 5 and 6 have no size meta

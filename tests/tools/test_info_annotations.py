@@ -8,7 +8,7 @@ import pytest
 
 import picpac
 
-from conftest import run_console
+from helpers import run_console
 
 
 @pytest.fixture

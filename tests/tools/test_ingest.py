@@ -20,7 +20,7 @@ from picpac.ingest import import_dataset
 from picpac.sources import FORMATS, scan
 from picpac.tools.cli import IMPORT_FORMATS
 
-from conftest import run_console
+from helpers import run_console
 
 IMAGENET = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "imagenet-250"
 

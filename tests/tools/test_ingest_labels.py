@@ -13,7 +13,7 @@ import picpac
 from picpac import SourceError
 from picpac.ingest import import_dataset
 
-from conftest import run_console
+from helpers import run_console
 
 IMAGENET = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "imagenet-250"
 COMMANDS = [("picpac", "import"), ("picpac-import", "-f", "1")]

@@ -15,7 +15,7 @@ import pytest
 from picpac import ImportFailedError, PicPacValueError, Reader
 from picpac.ingest import import_dataset
 
-from conftest import jpeg_bomb, png_bomb
+from helpers import jpeg_bomb, png_bomb
 
 REASON = ("image of 65500x65500 = 4,290,250,000 pixels, over the limit max_pixels=268435456 (a decompression "
           "bomb?); raise --max-pixels (max_pixels=) (0: no limit) if it is genuine")

@@ -10,7 +10,7 @@ import pytest
 from picpac import FormatError, ImageStream, Reader
 from picpac.file.shards import read_index
 
-from conftest import run_console
+from helpers import run_console
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from picpac.errors import CorruptRecordError, PathExistsError, PicPacValueError
 from picpac.tools.merge import merge
 from picpac.tools.verify import verify
 
-from conftest import damage_record, make_db, payload, run_console
+from helpers import damage_record, make_db, payload, run_console
 
 
 def write_db(path: Path, n: int, *, start: int = 0, classes: list[str] | None = None, labels=None) -> Path:

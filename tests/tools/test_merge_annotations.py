@@ -17,7 +17,7 @@ from picpac.errors import PicPacValueError
 from picpac.ingest import import_dataset
 from picpac.tools.merge import merge
 
-from conftest import png, png_bomb, run_console
+from helpers import png, png_bomb, run_console
 
 COCO128 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "coco128-train"
 STEMS = ("000000000009", "000000000025")  # a bowl, oranges and broccoli; a giraffe

@@ -7,7 +7,7 @@ import re
 import cv2
 import numpy as np
 import pytest
-from conftest import damage_record, png, run_console
+from helpers import damage_record, png, run_console
 
 import picpac
 from picpac.errors import PicPacValueError

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 TRIALS = 50
 FOLDS = 3

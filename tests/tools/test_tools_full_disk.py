@@ -11,7 +11,7 @@ import pytest
 
 import picpac
 
-from conftest import payload
+from helpers import payload
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stores"))  # the small-disk helper
 from store_helpers import on_small_disk  # noqa: E402

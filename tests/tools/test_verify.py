@@ -16,7 +16,7 @@ from picpac.file.frames import RECORD_FRAME
 from picpac.file.layout import FILE_HEAD, HEADER_SIZE, SLOT, SLOT_OFFSETS, Commit, crc32, read_header
 from picpac.tools.verify import VerifyReport, verify
 
-from conftest import payload
+from helpers import payload
 
 
 def write_small_db(path) -> bytes:
@@ -165,7 +165,7 @@ def test_checksummed_but_undecodable_image_is_found_only_with_decode(tmp_path):
 
 
 def test_decode_finds_an_image_over_the_pixel_limit(tmp_path):
-    from conftest import jpeg_bomb
+    from helpers import jpeg_bomb
 
     path = tmp_path / "db.picpac"
     with picpac.Writer(path) as w:

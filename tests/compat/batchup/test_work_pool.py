@@ -26,7 +26,7 @@ from picpac.errors import PicPacError, PicPacTypeError, WorkerError
 from picpac.engine.shared_memory import PREFIX
 from picpac.work_pool import SharedConstant, WorkerProcessPool, WorkerThreadPool
 
-from conftest import children
+from helpers import children
 
 pytestmark = pytest.mark.skipif(not Path("/dev/shm").is_dir() or not sys.platform.startswith("linux"),
                                 reason="needs Linux /proc and /dev/shm")

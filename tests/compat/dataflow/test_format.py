@@ -299,7 +299,7 @@ def test_tensorpack_made_lmdb_reads_with_msgpack(tmp_path):
 
 
 def test_decoding_flows_refuse_a_bomb(tmp_path):
-    from conftest import jpeg_bomb
+    from helpers import jpeg_bomb
 
     bomb = tmp_path / "bomb.jpg"
     bomb.write_bytes(jpeg_bomb())

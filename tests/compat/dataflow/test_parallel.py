@@ -25,10 +25,10 @@ from picpac.dataflow import (BatchData, DataFlow, DataFlowError, DataFromList, M
                              MultiThreadRunner, RepeatedData, RNGDataFlow, worker_path)
 from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 
-from conftest import alive, children
+from helpers import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
-TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, conftest
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
 
 
 # -- what the workers run (module level: spawned workers import it from here) ------------------------------

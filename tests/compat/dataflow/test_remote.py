@@ -15,7 +15,7 @@ from picpac.dataflow import codec
 from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError
 
 pytest.importorskip("zmq")
-TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, conftest
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
 
 
 # -- what the sender sends (module level: the sender process imports it from here) --------------------------

@@ -16,7 +16,7 @@ from picpac.dataflow import DataFromList, RemoteDataZMQ, RemoteTimeout, WireForm
 from picpac.errors import PicPacTypeError, PicPacValueError
 
 zmq = pytest.importorskip("zmq")
-TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, conftest
+TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
 DATA, ERROR = codec.DATA, codec.ERROR
 
 # A process that sends given frames (read from a file the test wrote) to a PUSH socket, as any peer could.

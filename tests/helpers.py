@@ -1,0 +1,198 @@
+"""Helpers shared by the tests of every folder: data makers (payloads, PNGs, decompression bombs, small
+databases), process and shared-memory probes, and a real S3 server on loopback.
+
+Test modules import them with ``from helpers import ...`` (tests/ is on sys.path: pytest puts the folder of
+the rootdir's conftest.py there); tests/conftest.py holds only fixtures and pytest hooks. Helpers of one
+layer's tests live beside them (sources/source_helpers.py, stores/store_helpers.py)."""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+import picpac
+from picpac.engine.shared_memory import PREFIX
+
+SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+"""The read-only real data beside the repository (imagenet-250, coco128-train)."""
+
+
+def run_console(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:
+    """Run an installed console script (``picpac``, ``picpac-import``) in ``cwd``; skip if it is not installed."""
+    if shutil.which(args[0]) is None:
+        pytest.skip(f"console script {args[0]} not on PATH; run `pip install -e .`")
+    return subprocess.run(args, cwd=cwd, capture_output=True, text=True, timeout=timeout)
+
+
+def payload(i: int, size: int | None = None) -> bytes:
+    """Deterministic, distinct bytes for record ``i`` (sizes vary with i unless given)."""
+    size = 17 + (i * 37) % 300 if size is None else size
+    block = hashlib.sha256(str(i).encode()).digest()
+    return (block * (size // len(block) + 1))[:size]
+
+
+def png(pixels: np.ndarray) -> bytes:
+    return cv2.imencode(".png", pixels)[1].tobytes()
+
+
+def jpeg_bomb(width: int = 65500, height: int = 65500) -> bytes:
+    """A real 8x8 JPEG whose frame header declares ``width`` x ``height``: a few hundred bytes."""
+    data = bytearray(cv2.imencode(".jpg", np.full((8, 8, 3), 128, np.uint8))[1].tobytes())
+    i = 2
+    while not 0xC0 <= data[i + 1] <= 0xC2:  # to the start-of-frame segment
+        i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
+    data[i + 5:i + 9] = struct.pack(">HH", height, width)
+    return bytes(data)
+
+
+def png_bomb(width: int = 65500, height: int = 65500) -> bytes:
+    """A PNG whose IHDR declares ``width`` x ``height`` (8-bit RGB) with one deflated row of data."""
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(bytes(1 + 3 * width))) + chunk(b"IEND", b""))
+
+
+def make_db(path, n: int = 20, size=(8, 6), labels=None, groups=None, broken=()) -> Path:
+    """n lossless BGR images; image i is filled with (i, 2i, 3i) mod 256 (B, G, R); label i unless given."""
+    w, h = size
+    with picpac.Writer(path) as writer:
+        for i in range(n):
+            pixels = np.empty((h, w, 3), np.uint8)
+            pixels[:] = (i % 256, 2 * i % 256, 3 * i % 256)
+            data = b"not an image" if i in broken else png(pixels)
+            writer.append(image=data, label=float(i if labels is None else labels[i]),
+                          group=None if groups is None else int(groups[i]))
+    return path
+
+
+def damage_record(path, i: int, at: int = 10) -> bytes:
+    """Flip the bits of byte ``at`` of record ``i`` of the picpac file ``path``; the file's bytes after."""
+    with picpac.Reader(path) as reader:
+        offset = int(reader.index["offset"][i]) + at
+    data = bytearray(Path(path).read_bytes())
+    data[offset] ^= 0xFF
+    Path(path).write_bytes(bytes(data))
+    return bytes(data)
+
+
+def run(stream, batches: int | None = None) -> list[tuple[np.ndarray, np.ndarray, int]]:
+    out = []
+    for i, batch in enumerate(stream):
+        out.append(batch)
+        if batches is not None and i + 1 == batches:
+            break
+    return out
+
+
+def _proc_stat(pid: int | str) -> list[str] | None:
+    """The fields of /proc/PID/stat after the command name (state, parent pid, ...), None if gone."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    return stat[stat.rindex(")") + 2:].split()
+
+
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists and is not a zombie."""
+    fields = _proc_stat(pid)
+    return fields is not None and fields[0] != "Z"
+
+
+def children(pid: int | None = None) -> set[int]:
+    """Live (non-zombie) child processes of ``pid`` (default: this process), from /proc."""
+    pid = os.getpid() if pid is None else pid
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            fields = _proc_stat(entry)
+            if fields is not None and int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(entry))
+    return found
+
+
+def blocks(pid: int | None = None) -> set[str]:
+    """This process's shared-memory blocks in /dev/shm."""
+    mine = f"{PREFIX}{os.getpid() if pid is None else pid}_"
+    return {name for name in os.listdir("/dev/shm") if name.startswith(mine)}
+
+
+class S3Server:
+    """A real S3 API server on loopback (moto's server mode) in a child process that tests may kill and
+    start again on the same port; it starts empty each time, so :meth:`put` keeps what was put for :meth:`refill`."""
+
+    def __init__(self) -> None:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.options = {"key": "testing", "secret": "testing", "endpoint_url": self.url,
+                        "client_kwargs": {"region_name": "us-east-1"},
+                        "config_kwargs": {"connect_timeout": 2, "read_timeout": 10, "retries": {"max_attempts": 1}}}
+        self.objects: dict[tuple[str, str], bytes] = {}
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(self.port)],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                if self.process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto's S3 server did not start on port {self.port}") from None
+                time.sleep(0.05)
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+    def outage(self, seconds: float) -> threading.Thread:
+        """Kill the server now and start it again, refilled, ``seconds`` later (on a thread: join it)."""
+        self.kill()
+
+        def restart() -> None:
+            time.sleep(seconds)
+            self.start()
+            self.refill()
+        thread = threading.Thread(target=restart)
+        thread.start()
+        return thread
+
+    def client(self):
+        import boto3
+        return boto3.client("s3", endpoint_url=self.url, region_name="us-east-1", aws_access_key_id="testing",
+                            aws_secret_access_key="testing")
+
+    def put(self, bucket: str, key: str, data: bytes | Path) -> str:
+        """Store ``data`` (bytes or a file's) as ``s3://bucket/key`` (the bucket made when new); returns the URL."""
+        data = Path(data).read_bytes() if isinstance(data, Path) else data
+        client = self.client()
+        if bucket not in {b for b, _ in self.objects}:
+            client.create_bucket(Bucket=bucket)
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+        self.objects[bucket, key] = data
+        return f"s3://{bucket}/{key}"
+
+    def refill(self) -> None:
+        """Put everything put so far again (into a server started anew)."""
+        objects, self.objects = self.objects, {}
+        for (bucket, key), data in objects.items():
+            self.put(bucket, key, data)
