@@ -3,11 +3,13 @@ databases), process and shared-memory probes, and a real S3 server on loopback.
 
 Test modules import them with ``from helpers import ...`` (tests/ is on sys.path: pytest puts the folder of
 the rootdir's conftest.py there); tests/conftest.py holds only fixtures and pytest hooks. Helpers of one
-layer's tests live beside them (sources/source_helpers.py, stores/store_helpers.py)."""
+layer's tests live beside them (sources/source_helpers.py, stores/store_helpers.py), a folder's fixtures
+in its conftest.py."""
 from __future__ import annotations
 
 import hashlib
 import os
+import shlex
 import shutil
 import socket
 import struct
@@ -196,3 +198,19 @@ class S3Server:
         objects, self.objects = self.objects, {}
         for (bucket, key), data in objects.items():
             self.put(bucket, key, data)
+
+
+def on_small_disk(folder, script: str, size: str = "1m") -> subprocess.CompletedProcess:
+    """Run the sh ``script`` where the directory ``folder`` is a fresh tmpfs of ``size`` bytes (``$DISK`` in
+    the script): a full disk for real. The tmpfs lives in a mount namespace of the script's own, gone with
+    it; the test is skipped where neither ``unshare -rm`` (user namespaces) nor ``unshare -m`` (root) works."""
+    os.makedirs(folder, exist_ok=True)
+    mount = f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(folder))}"
+    for flags in ("-rm", "-m"):
+        if shutil.which("unshare") and subprocess.run(["unshare", flags, "sh", "-c", mount],
+                                                      capture_output=True).returncode == 0:
+            break
+    else:
+        pytest.skip("cannot mount a small tmpfs here (no user namespaces, not root)")
+    return subprocess.run(["unshare", flags, "sh", "-c", f"{mount} && {script}"], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "DISK": str(folder)})

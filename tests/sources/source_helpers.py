@@ -1,23 +1,11 @@
-"""Fixtures and helpers shared by the tests of the source layouts (coco128 data, small files), imported
-as a module (`from source_helpers import ...`) as tests/helpers.py is by every folder."""
+"""Helpers of the tests of the source layouts (`from source_helpers import ...`: small files, records as
+written); the tests of every folder share tests/helpers.py, and this folder's fixtures are in its conftest.py."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-import pytest
-
 from picpac import Reader
-
-COCO128 = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "coco128-train"
-
-
-@pytest.fixture(scope="module")
-def coco128() -> Path:
-    """The coco128-train folder, read in place (never written: databases go to tmp_path)."""
-    if not (COCO128 / "images").is_dir():
-        pytest.skip(f"real test data missing: {COCO128} (shared/data/coco128-train beside the repository)")
-    return COCO128
 
 
 def write_text(path: Path, text: str) -> Path:

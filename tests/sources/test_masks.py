@@ -7,7 +7,7 @@ from picpac import SourceError
 from picpac.ingest import import_dataset
 from picpac.sources import scan
 
-from source_helpers import coco128, records, touch_images  # noqa: F401
+from source_helpers import records, touch_images
 
 
 # -- mask folders ------------------------------------------------------------------------------

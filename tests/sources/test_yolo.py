@@ -14,7 +14,7 @@ from picpac import SourceError
 from picpac.ingest import import_dataset
 from picpac.sources import scan
 
-from source_helpers import close, coco128, compact, records, touch_images, write_text, yolo_lines  # noqa: F401
+from source_helpers import close, compact, records, touch_images, write_text, yolo_lines
 
 
 # -- YOLO --------------------------------------------------------------------------------------

@@ -1,12 +1,9 @@
-"""Helpers shared by the store tests (`from store_helpers import ...`), beside tests/helpers.py, which every
-folder's tests share."""
+"""Helpers of the store tests (`from store_helpers import ...`); the tests of every folder share tests/helpers.py,
+and this folder's fixtures are in its conftest.py."""
 from __future__ import annotations
 
 import math
 import os
-import shlex
-import shutil
-import subprocess
 
 import pytest
 
@@ -56,11 +53,6 @@ def assert_same_records(a, b) -> None:
         assert math.copysign(1, x.label) == math.copysign(1, y.label), i
 
 
-@pytest.fixture
-def db(tmp_path):
-    return make_db(tmp_path / "src.picpac")
-
-
 def crc32c_bitwise(data: bytes) -> int:
     """CRC32C one bit at a time, straight from the definition (independent of picpac's tables)."""
     crc = 0xFFFFFFFF
@@ -69,19 +61,3 @@ def crc32c_bitwise(data: bytes) -> int:
         for _ in range(8):
             crc = (crc >> 1) ^ (0x82F63B78 & -(crc & 1))
     return crc ^ 0xFFFFFFFF
-
-
-def on_small_disk(folder, script: str, size: str = "1m") -> subprocess.CompletedProcess:
-    """Run the sh ``script`` where the directory ``folder`` is a fresh tmpfs of ``size`` bytes (``$DISK`` in
-    the script): a full disk for real. The tmpfs lives in a mount namespace of the script's own, gone with
-    it; the test is skipped where neither ``unshare -rm`` (user namespaces) nor ``unshare -m`` (root) works."""
-    os.makedirs(folder, exist_ok=True)
-    mount = f"mount -t tmpfs -o size={size} tmpfs {shlex.quote(str(folder))}"
-    for flags in ("-rm", "-m"):
-        if shutil.which("unshare") and subprocess.run(["unshare", flags, "sh", "-c", mount],
-                                                      capture_output=True).returncode == 0:
-            break
-    else:
-        pytest.skip("cannot mount a small tmpfs here (no user namespaces, not root)")
-    return subprocess.run(["unshare", flags, "sh", "-c", f"{mount} && {script}"], capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "DISK": str(folder)})

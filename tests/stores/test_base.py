@@ -15,7 +15,7 @@ import pytest
 from picpac import stores
 from picpac.errors import CorruptRecordError, FormatError, MissingPathError, PicPacError, PicPacValueError
 
-from store_helpers import KINDS, _needs, db, store_path  # noqa: F401 (db: a fixture)
+from store_helpers import KINDS, _needs, store_path
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -14,7 +14,7 @@ from picpac import stores
 from picpac.errors import PicPacValueError
 
 from helpers import payload
-from store_helpers import KINDS, _needs, assert_same_records, db, make_db, store_path  # noqa: F401 (db: a fixture)
+from store_helpers import KINDS, _needs, assert_same_records, make_db, store_path
 
 
 @pytest.mark.parametrize("kind", KINDS)

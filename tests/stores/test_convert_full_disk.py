@@ -10,8 +10,8 @@ import pytest
 
 import picpac
 
-from helpers import payload
-from store_helpers import KINDS, _needs, on_small_disk
+from helpers import on_small_disk, payload
+from store_helpers import KINDS, _needs
 
 
 @pytest.fixture(scope="module")

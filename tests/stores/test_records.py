@@ -10,7 +10,7 @@ from picpac import stores
 from picpac.errors import CorruptError
 
 from helpers import payload
-from store_helpers import _needs, db, store_path  # noqa: F401 (db: a fixture)
+from store_helpers import _needs, store_path
 
 
 @pytest.mark.parametrize("kind", ["lmdb", "binary"])

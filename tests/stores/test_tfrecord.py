@@ -11,7 +11,7 @@ from picpac import stores
 from picpac.errors import CorruptError, FormatError
 
 from helpers import payload
-from store_helpers import crc32c_bitwise, db, store_path  # noqa: F401 (db: a fixture)
+from store_helpers import crc32c_bitwise, store_path
 
 
 def masked(crc: int) -> int:

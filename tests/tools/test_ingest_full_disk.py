@@ -12,8 +12,7 @@ import cv2
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stores"))  # the small-disk helper
-from store_helpers import on_small_disk  # noqa: E402
+from helpers import on_small_disk
 
 
 @pytest.fixture(scope="module")

@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import pytest
 
 import picpac
 
-from helpers import payload
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "stores"))  # the small-disk helper
-from store_helpers import on_small_disk  # noqa: E402
+from helpers import on_small_disk, payload
 
 FULL = "cannot write: no space left on device; free some space or write to another file system"
 
