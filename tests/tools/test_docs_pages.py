@@ -75,20 +75,23 @@ def test_overview_lines_up_the_titles(pages):
                                "  zeta   Zeta: the last")
 
 
-def test_the_wheels_copy_comes_first(pages, tmp_path, monkeypatch):
+def wheel_copy(tmp_path, monkeypatch, name: str, text: str) -> Path:
+    """A wheel's _docs folder holding one file, as the package's."""
     wheel = tmp_path / "_docs"
     wheel.mkdir()
-    (wheel / "alpha.md").write_text("# Alpha, as shipped\n")
+    (wheel / name).write_text(text)
     monkeypatch.setattr(docs, "PACKAGED", wheel)
+    return wheel
+
+
+def test_the_wheels_copy_comes_first(pages, tmp_path, monkeypatch):
+    wheel = wheel_copy(tmp_path, monkeypatch, "alpha.md", "# Alpha, as shipped\n")
     assert docs.docs_folder() == wheel
     assert docs.topics() == {"alpha": "Alpha, as shipped"} and docs.page("alpha") == "# Alpha, as shipped\n"
 
 
 def test_a_folder_without_pages_does_not_count(pages, tmp_path, monkeypatch):
-    empty = tmp_path / "_docs"
-    empty.mkdir()
-    (empty / "README.txt").write_text("# no pages here")
-    monkeypatch.setattr(docs, "PACKAGED", empty)
+    wheel_copy(tmp_path, monkeypatch, "README.txt", "# no pages here")
     assert docs.docs_folder() == pages
 
 
