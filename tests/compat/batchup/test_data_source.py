@@ -1,12 +1,11 @@
-"""picpac.data_source and batchup's samplers in picpac.sampling: exact batches, orders and RNG draws.
+"""picpac.data_source on batchup's samplers: exact batches, orders and RNG draws (the samplers on their own:
+test_batch_samplers.py).
 
 batchup's contract: with ``shuffle=np.random.RandomState(seed)`` pass k is ``rng.permutation(n)``,
 drawn when a batch first needs it, batches run on across passes with ``repeats``, so experiments
 written for batchup give the same batches (and leave the RNG in the same state).
 """
 from __future__ import annotations
-
-import itertools
 
 import numpy as np
 import pytest
@@ -320,32 +319,3 @@ def test_map_source_and_batch_maps():
     with pytest.raises(TypeError):
         ds.batch_map_concat(lambda x, y: "nope", 4)
     assert ds.batch_map_mean(lambda x, y: None, 4) is None
-
-
-# -- samplers ----------------------------------------------------------------------------------------
-def test_class_balancing_weights_and_draws():
-    y = np.array([0] * 90 + [1] * 9 + [2] * 1)
-    w = sampling.WeightedSampler.class_balancing_sample_weights(y)
-    assert w[0] == 1.0 / (90 * 3) and w[95] == 1.0 / (9 * 3) and w[99] == 1.0 / 3 and np.isclose(w.sum(), 1)
-    holes = sampling.WeightedSampler.class_balancing_sample_weights(y * 2 + 1)  # classes 1, 3, 5
-    assert np.array_equal(holes, w)
-    sampler = sampling.WeightedSampler.class_balancing_sampler(y)
-    ds = ArrayDataSource([np.arange(100), y], sampler=sampler)
-    assert ds.num_samples() == np.inf
-    rng = np.random.RandomState(12345)
-    batches = list(itertools.islice(ds.batch_iterator(300, shuffle=rng), 20))
-    ref = np.random.RandomState(12345)
-    assert np.array_equal(np.concatenate([b[0] for b in batches]), ref.choice(100, size=6000, p=w))
-    share = np.bincount(np.concatenate([b[1] for b in batches]), minlength=3) / 6000
-    assert np.allclose(share, 1 / 3, atol=0.03)  # balanced, whatever the imbalance
-    with pytest.raises(NotImplementedError):
-        next(ds.batch_iterator(10))
-    subset = np.arange(0, 100, 2)
-    sub = sampling.WeightedSubsetSampler.class_balancing_sampler(y, subset)
-    draws = next(sub.shuffled_indices_batch_iterator(500, np.random.RandomState(0)))
-    assert set(draws.tolist()) <= set(subset.tolist())
-    with pytest.raises(ValueError, match="must not sum to 0"):
-        sampling.WeightedSampler(np.zeros(3))
-    with pytest.raises(ValueError, match="same length"):
-        sampling.WeightedSubsetSampler(np.ones(4), np.arange(3))
-    assert sampling.num_batches(20, 5) == 4 and sampling.num_batches(21, 5) == 5
