@@ -10,9 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from picpac.dataflow import DataFlow, DataFromGenerator, RemoteDataZMQ, RemoteTimeout, WireFormatError
-from picpac.dataflow import codec
-from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError
+from picpac.dataflow import DataFlow, DataFromGenerator, RemoteDataZMQ, RemoteTimeout
+from picpac.errors import PicPacValueError, WorkerError
 
 pytest.importorskip("zmq")
 TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
@@ -198,31 +197,3 @@ def test_receiver_timeout_and_misuse(tmp_path):
         iter(r)
     with pytest.raises(PicPacValueError, match="zmq_ops"):
         RemoteDataZMQ("tcp://127.0.0.1:5555", format="zmq_ops")
-
-
-# -- the format, on its own -----------------------------------------------------------------------------------
-def test_codec_records_its_format():
-    dp = [np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2], {"a": b"bytes"}, 3]
-    blob = codec.dumps(dp)
-    assert blob[:4] == b"PPDF" and b"pickle5" in blob[:16]
-    back = codec.loads(blob)
-    assert np.array_equal(back[0], dp[0]) and back[1:] == dp[1:] and back[0].flags.writeable
-    arr = [np.zeros((2, 2), np.int16), 1.5, True]
-    back = codec.loads(codec.dumps(arr, "arrays"))
-    assert back[0].dtype == np.int16 and back[1:] == [1.5, True]
-    every = [np.array([True, False]), np.array([1 + 2j]), np.float16([1.5, 2]), np.array(3.0), np.zeros((0, 3)),
-             np.arange(6).reshape(2, 3).T, np.array([1, 2], ">i4"), np.float32(2.5), 3, 2.5, True]
-    for fmt in codec.FORMATS:  # dtypes, byte order, 0-d, empty, non-contiguous, scalars: all come back as they were
-        back = codec.loads(codec.dumps(every, fmt))
-        assert all(type(a) is type(b) and np.asarray(a).dtype == np.asarray(b).dtype and np.shape(a) == np.shape(b)
-                   and np.array_equal(a, b) for a, b in zip(every, back)), fmt
-    with pytest.raises(WireFormatError, match="format 'arrays'.*given format='pickle5'"):
-        codec.loads(codec.dumps(arr, "arrays"), expect="pickle5")
-    with pytest.raises(PicPacTypeError, match="component 1 is a str: use format='pickle5'"):
-        codec.dumps([np.zeros(2), "text"], "arrays")
-    damaged = bytearray(blob)
-    damaged[4] = 99
-    with pytest.raises(WireFormatError, match="version 99"):
-        codec.loads(bytes(damaged))
-    with pytest.raises(PicPacValueError, match="must be one of"):
-        codec.dumps(dp, "json")

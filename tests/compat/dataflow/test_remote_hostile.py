@@ -12,8 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from picpac.dataflow import DataFromList, RemoteDataZMQ, RemoteTimeout, WireFormatError, codec, send_dataflow_zmq
+from picpac.dataflow import DataFromList, RemoteDataZMQ, RemoteTimeout, codec, send_dataflow_zmq
 from picpac.errors import PicPacTypeError, PicPacValueError
+
+from dataflow_helpers import MALFORMED, head, header
 
 zmq = pytest.importorskip("zmq")
 TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
@@ -34,55 +36,10 @@ print("sent", len(messages), flush=True)
 """
 
 
-def head(kind: int, fmt: str = "arrays", version: int = codec.VERSION) -> bytes:
-    return b"PPDF" + bytes((version, kind, len(fmt))) + fmt.encode()
-
-
-def header(*specs: dict, container: str = "list") -> bytes:
-    return json.dumps({"container": container, "arrays": list(specs)}).encode()
-
-
 def good(value: int) -> list[bytes]:
     """A well-formed 'arrays' message holding [value] (an int64 scalar)."""
     return [head(DATA), header({"dtype": "<i8", "shape": [], "scalar": True, "generic": False}),
             np.int64(value).tobytes()]
-
-
-U8x4 = {"dtype": "|u1", "shape": [4]}
-MALFORMED = {
-    "no picpac head": [b"garbage", b"x"],
-    "another version": [head(DATA, version=9), header(U8x4), bytes(4)],
-    "an unknown kind": [head(7), header(U8x4), bytes(4)],
-    "an unknown format": [head(DATA, "json"), b"{}"],
-    "stray bytes after the head": [head(DATA) + b"junk", header(U8x4), bytes(4)],
-    "no frame after the head": [head(DATA)],
-    "a header that is not JSON": [head(DATA), b"{not json", bytes(4)],
-    "a header nested deeply": [head(DATA), b"[" * 100_000 + b"]" * 100_000],
-    "a header over the size limit": [head(DATA), b" " * (codec.MAX_HEADER_BYTES + 1)],
-    "a header that is a list": [head(DATA), b"[]"],
-    "a header without arrays": [head(DATA), b'{"container": "list"}'],
-    "a bad container": [head(DATA), json.dumps({"container": "set", "arrays": []}).encode()],
-    "fewer frames than declared": [head(DATA), header(U8x4, U8x4), bytes(4)],
-    "more frames than declared": [head(DATA), header(U8x4), bytes(4), bytes(4)],
-    "a frame of the wrong size": [head(DATA), header(U8x4), bytes(3)],
-    "an object dtype": [head(DATA), header({"dtype": "|O", "shape": [1]}), bytes(8)],
-    "a structured dtype": [head(DATA), header({"dtype": [["a", "<i4"]], "shape": [1]}), bytes(4)],
-    "a dtype that is no dtype": [head(DATA), header({"dtype": "not a dtype", "shape": [1]}), bytes(1)],
-    "a negative dimension": [head(DATA), header({"dtype": "|u1", "shape": [-4]}), bytes(4)],
-    "a float dimension": [head(DATA), header({"dtype": "|u1", "shape": [4.0]}), bytes(4)],
-    "a huge shape": [head(DATA), header({"dtype": "<f8", "shape": [2**62, 2**62, 2**62]}), bytes(8)],
-    "too many dimensions": [head(DATA), header({"dtype": "|u1", "shape": [1] * 100}), bytes(1)],
-    "a scalar of many values": [head(DATA), header({"dtype": "|u1", "shape": [2], "scalar": True}), bytes(2)],
-    "an error that is not JSON": [head(ERROR), b"\xff\xfe"],
-    "an error without its keys": [head(ERROR), b'{"type": 1}'],
-    "an error with two frames": [head(ERROR), b'{}', b'{}'],
-}
-
-
-@pytest.mark.parametrize("name", MALFORMED)
-def test_the_codec_refuses_each_malformed_message_with_a_wire_format_error(name):
-    with pytest.raises(WireFormatError, match="from peer-7"):
-        codec.decode(MALFORMED[name], "arrays", where="peer-7")
 
 
 class RunsCode:
