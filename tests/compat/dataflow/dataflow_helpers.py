@@ -4,9 +4,23 @@ from __future__ import annotations
 
 import json
 
-from picpac.dataflow import codec
+from picpac.dataflow import DataFromList, codec
 
 DATA, ERROR = codec.DATA, codec.ERROR
+
+
+# -- small flows ------------------------------------------------------------------------------------------
+def numbers(n: int, shuffle: bool = False, **kw) -> DataFromList:
+    return DataFromList([[i] for i in range(n)], shuffle=shuffle, **kw)
+
+
+def ready(df):
+    df.reset_state()
+    return df
+
+
+def firsts(df) -> list:
+    return [dp[0] for dp in df]
 
 
 # -- messages of the wire format, as any peer could send them ----------------------------------------------

@@ -11,53 +11,17 @@ import threading
 import numpy as np
 import pytest
 
-from picpac.dataflow import (BatchData, BatchDataByShape, CacheData, ConcatData, DataFlow, DataFlowError,
-                             DataFromGenerator, DataFromIterable, DataFromList, DataFromQueue, FakeData,
-                             FixedSizeData, JoinData, LocallyShuffleData, MapData, MapDataComponent, PrintData,
-                             ProxyDataFlow, RandomChooseData, RandomMixData, RepeatedData, RepeatedDataPoint,
-                             RNGDataFlow, SelectComponent, TestDataSpeed, worker_path)
-from picpac.dataflow.base import DataFlowReentrantGuard, make_rng, worker_scope
+from picpac.dataflow import (BatchData, BatchDataByShape, CacheData, ConcatData, DataFlowError, DataFromGenerator,
+                             DataFromIterable, DataFromList, DataFromQueue, FakeData, FixedSizeData, JoinData,
+                             LocallyShuffleData, MapData, MapDataComponent, PrintData, RandomChooseData, RandomMixData,
+                             RepeatedData, RepeatedDataPoint, SelectComponent, TestDataSpeed)
+from picpac.dataflow.base import DataFlowReentrantGuard
 from picpac.errors import PicPacError, PicPacTypeError, PicPacValueError
 
-
-def numbers(n: int, shuffle: bool = False, **kw) -> DataFromList:
-    return DataFromList([[i] for i in range(n)], shuffle=shuffle, **kw)
-
-
-def ready(df):
-    df.reset_state()
-    return df
-
-
-def firsts(df) -> list:
-    return [dp[0] for dp in df]
+from dataflow_helpers import firsts, numbers, ready
 
 
 # -- the protocol --------------------------------------------------------------------------------------
-def test_old_style_dataflow_and_unknown_length():
-    class Old(DataFlow):  # tensorpack < 0.9: get_data() and size()
-        def get_data(self):
-            yield from ([1], [2])
-
-        def size(self):
-            return 2
-
-    old = Old()
-    assert list(old) == [[1], [2]] and len(old) == 2 and old.size() == 2
-    gen = DataFromGenerator(lambda: iter([[1], [2]]))
-    with pytest.raises(NotImplementedError):
-        len(gen)
-    assert list(gen) == [[1], [2]] == list(gen)  # list() treats the missing length as "unknown", not an error
-    with pytest.raises(TypeError):
-        DataFlow()  # abstract
-
-
-def test_proxy_forwards_everything():
-    p = ProxyDataFlow(numbers(3))
-    p.reset_state()
-    assert firsts(p) == [0, 1, 2] and len(p) == 3
-
-
 def test_iterating_before_reset_state_is_a_clear_error():
     for df in (numbers(5, shuffle=True), FakeData([[2]], 3), FixedSizeData(numbers(3), 2), CacheData(numbers(3)),
                LocallyShuffleData(numbers(3), 2), BatchDataByShape(FakeData([[2]], 4), 2, 0),
@@ -81,28 +45,6 @@ def test_non_reentrant_flows_refuse_a_second_iterator():
     with guard, pytest.raises(RuntimeError):  # tensorpack raised threading.ThreadError, a RuntimeError
         with guard:
             pass
-
-
-# -- explicit seeds ---------------------------------------------------------------------------------------
-def test_seeds_are_explicit_and_worker_paths_differ():
-    a, b = ready(numbers(20, shuffle=True, seed=3)), ready(numbers(20, shuffle=True, seed=3))
-    assert firsts(a) == firsts(b) != list(range(20))
-    assert firsts(a) != firsts(a)  # a new order each pass
-    unseeded = [firsts(ready(numbers(20, shuffle=True))) for _ in range(2)]
-    assert unseeded[0] != unseeded[1]  # fresh entropy, not a hidden global RNG
-    state = np.random.get_state()[1].copy()
-    ready(FakeData([[3]], 2, seed=1))
-    assert (np.random.get_state()[1] == state).all()  # the global RNG is untouched
-    assert worker_path() == ()
-    with worker_scope(0):
-        zero = make_rng(5).randint(1 << 30, size=4)
-        with worker_scope(2):
-            assert worker_path() == (0, 2)
-    with worker_scope(1):
-        one = make_rng(5).randint(1 << 30, size=4)
-    assert not np.array_equal(zero, one)
-    with worker_scope(0):
-        assert np.array_equal(make_rng(5).randint(1 << 30, size=4), zero)
 
 
 # -- raw -------------------------------------------------------------------------------------------------
@@ -276,26 +218,6 @@ def test_print_data_and_test_speed(capsys):
     speed = TestDataSpeed(numbers(100), size=50)
     assert speed.start() > 0
     assert firsts(speed) == list(range(100))
-
-
-def test_close_closes_the_flows_it_wraps():
-    closed = []
-
-    class Closing(RNGDataFlow):
-        def __iter__(self):
-            yield [1]
-
-        def close(self):
-            closed.append(self)
-
-    inner = Closing()
-    with BatchData(MapData(inner, lambda dp: dp), 1) as outer:
-        outer.reset_state()
-        assert list(outer)[0][0].tolist() == [1]
-    assert closed == [inner]
-    with JoinData([inner, inner]):
-        pass
-    assert closed == [inner, inner]  # once, though it appears twice
 
 
 def test_threads_of_a_plain_flow_none():
