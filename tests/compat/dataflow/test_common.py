@@ -5,16 +5,15 @@ keep_state, num_reuse ...) and checks the misuse errors that replace tensorpack'
 """
 from __future__ import annotations
 
-import queue
 import threading
 
 import numpy as np
 import pytest
 
-from picpac.dataflow import (BatchData, BatchDataByShape, CacheData, ConcatData, DataFlowError, DataFromGenerator,
-                             DataFromIterable, DataFromList, DataFromQueue, FakeData, FixedSizeData, JoinData,
-                             LocallyShuffleData, MapData, MapDataComponent, PrintData, RandomChooseData, RandomMixData,
-                             RepeatedData, RepeatedDataPoint, SelectComponent, TestDataSpeed)
+from picpac.dataflow import (BatchData, BatchDataByShape, CacheData, ConcatData, DataFlowError, DataFromList, FakeData,
+                             FixedSizeData, JoinData, LocallyShuffleData, MapData, MapDataComponent, PrintData,
+                             RandomChooseData, RandomMixData, RepeatedData, RepeatedDataPoint, SelectComponent,
+                             TestDataSpeed)
 from picpac.dataflow.base import DataFlowReentrantGuard
 from picpac.errors import PicPacError, PicPacTypeError, PicPacValueError
 
@@ -45,28 +44,6 @@ def test_non_reentrant_flows_refuse_a_second_iterator():
     with guard, pytest.raises(RuntimeError):  # tensorpack raised threading.ThreadError, a RuntimeError
         with guard:
             pass
-
-
-# -- raw -------------------------------------------------------------------------------------------------
-def test_raw_sources():
-    fake = ready(FakeData([[2, 3], [4]], size=5, dtype=["uint8", "float64"], domain=[(0, 10), (-1, 1)], seed=0))
-    dps = list(fake)
-    assert len(dps) == len(fake) == 5
-    assert dps[0][0].shape == (2, 3) and dps[0][0].dtype == np.uint8 and dps[0][1].dtype == np.float64
-    assert all(-1 <= dp[1].min() and dp[1].max() <= 1 for dp in dps) and not np.array_equal(dps[0][1], dps[1][1])
-    fixed = list(ready(FakeData([[3]], size=3, random=False, seed=0)))
-    assert all(np.array_equal(dp[0], fixed[0][0]) for dp in fixed) and fixed[0] is not fixed[1]
-    assert list(ready(DataFromList([[1], [2], [3]], shuffle=False))) == [[1], [2], [3]]
-    gen = DataFromGenerator(iter([[1], [2]]), size=2)
-    assert len(gen) == 2 and list(gen) == [[1], [2]]
-    assert len(DataFromIterable([[1], [2], [3]])) == 3 and list(DataFromIterable(([i] for i in range(2)))) == [[0], [1]]
-    with pytest.raises(NotImplementedError):
-        len(DataFromIterable(iter([])))
-    q = queue.Queue()
-    for i in range(3):
-        q.put([i])
-    it = iter(DataFromQueue(q))
-    assert [next(it) for _ in range(3)] == [[0], [1], [2]]
 
 
 # -- batching ----------------------------------------------------------------------------------------------
