@@ -3,6 +3,7 @@ tests/helpers.py, and this folder's fixtures are in its conftest.py."""
 from __future__ import annotations
 
 import json
+import threading
 
 from picpac.dataflow import DataFromList, codec
 
@@ -21,6 +22,20 @@ def ready(df):
 
 def firsts(df) -> list:
     return [dp[0] for dp in df]
+
+
+def double(dp):
+    return [dp[0] * 2]
+
+
+def take(df, n: int) -> list:
+    """The first ``n`` datapoints of one iterator of ``df`` (the iterator is left open)."""
+    it = iter(df)
+    return [next(it) for _ in range(n)]
+
+
+def engine_threads() -> list[str]:
+    return [t.name for t in threading.enumerate() if t.name.startswith("picpac-")]
 
 
 # -- messages of the wire format, as any peer could send them ----------------------------------------------

@@ -1,7 +1,8 @@
-"""picpac.dataflow's parallel flows: exact outputs, errors forwarded, dead workers, no leftovers, seeds, fork/spawn.
+"""picpac.dataflow's parallel flows (parallel.py's runners, and what they share with parallel_map.py's maps, whose
+own tests are in test_parallel_map.py): exact outputs, errors forwarded, dead workers, no leftovers, seeds, fork/spawn.
 
 Real threads and real worker processes. Functions and flows used by workers are module-level, so that
-spawned workers import them from this module.
+spawned workers import them from this module (or from dataflow_helpers).
 """
 from __future__ import annotations
 
@@ -13,18 +14,17 @@ import sys
 import threading
 import time
 import traceback
-from collections import Counter
-from multiprocessing import active_children
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from picpac.dataflow import (BatchData, DataFlow, DataFlowError, DataFromList, MapData, MultiProcessMapAndBatchData,
-                             MultiProcessMapData, MultiProcessRunner, MultiProcessRunnerZMQ, MultiThreadMapData,
-                             MultiThreadRunner, RepeatedData, RNGDataFlow, worker_path)
+from picpac.dataflow import (DataFlow, DataFlowError, MapData, MultiProcessMapAndBatchData, MultiProcessMapData,
+                             MultiProcessRunner, MultiProcessRunnerZMQ, MultiThreadMapData, MultiThreadRunner,
+                             RepeatedData, RNGDataFlow, worker_path)
 from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 
+from dataflow_helpers import double, engine_threads, numbers, take
 from helpers import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -32,29 +32,6 @@ TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().pare
 
 
 # -- what the workers run (module level: spawned workers import it from here) ------------------------------
-def numbers(n: int) -> DataFromList:
-    return DataFromList([[i] for i in range(n)], shuffle=False)
-
-
-def double(dp):
-    return [dp[0] * 2]
-
-
-def jittery_double(dp):
-    time.sleep((dp[0] * 7919 % 7) / 2000)  # results are done out of order
-    return [dp[0] * 2]
-
-
-def drop_odd(dp):
-    return None if dp[0] % 2 else dp
-
-
-def fail_on_7(dp):
-    if dp[0] == 7:
-        raise KeyError("seven")
-    return dp
-
-
 def global_draws(dp):
     return [dp[0], int(np.random.randint(1 << 62)), random.getrandbits(62)]
 
@@ -90,13 +67,7 @@ def make_failing() -> Failing:
     return Failing()
 
 
-# -- what must not outlive a flow -----------------------------------------------------------------------------
-
-
-def engine_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith("picpac-")]
-
-
+# -- what must not outlive a flow (the clean fixture is in conftest.py) ----------------------------------------
 def gone(pids, seconds: float = 5.0) -> bool:
     deadline = time.monotonic() + seconds
     while any(alive(p) for p in pids) and time.monotonic() < deadline:
@@ -104,65 +75,7 @@ def gone(pids, seconds: float = 5.0) -> bool:
     return not any(alive(p) for p in pids)
 
 
-@pytest.fixture
-def clean():
-    """Asserts that a test leaves no worker process and no engine thread behind."""
-    from multiprocessing import resource_tracker
-    resource_tracker.ensure_running()  # a process of its own, started once: not a leak
-    before = children()
-    yield
-    deadline = time.monotonic() + 2
-    while (children() - before or active_children() or engine_threads()) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert children() - before == set() and active_children() == []
-    assert engine_threads() == []
-
-
-def take(df, n: int) -> list:
-    it = iter(df)
-    return [next(it) for _ in range(n)]
-
-
 # -- exact outputs ------------------------------------------------------------------------------------------
-def test_thread_map_strict_is_mapdata_in_order_and_non_strict_is_complete(clean):
-    with MultiThreadMapData(numbers(40), 3, jittery_double, buffer_size=8, strict=True) as m:
-        m.reset_state()
-        assert len(m) == 40
-        for _ in range(2):  # two passes, each exactly MapData's, in its order
-            assert list(m) == [[2 * i] for i in range(40)]
-    with MultiThreadMapData(numbers(10), 2, drop_odd, buffer_size=50, strict=True) as m:  # buffer > len: fine
-        m.reset_state()
-        assert list(m) == [[0], [2], [4], [6], [8]] == list(m)
-    with MultiThreadMapData(numbers(40), 3, jittery_double, buffer_size=8) as m:
-        m.reset_state()
-        out = [dp[0] // 2 for dp in take(m, 120)]
-    inputs = Counter(i % 40 for i in range(128))  # at most 8 in flight: the first 120 come from the first 128
-    missing = inputs - Counter(out)
-    assert not Counter(out) - inputs and sum(missing.values()) == 8
-
-
-def test_process_map_strict_non_strict_and_batch(clean):
-    with MultiProcessMapData(numbers(30), 2, jittery_double, buffer_size=6, strict=True) as m:
-        m.reset_state()
-        assert [list(m) for _ in range(2)] == [[[2 * i] for i in range(30)]] * 2
-        it = iter(m)
-        assert next(it) == [0]
-        it.close()  # a pass left early: the next __iter__ is a whole new pass
-        assert list(m) == [[2 * i] for i in range(30)]
-    with MultiProcessMapData(numbers(30), 2, jittery_double, buffer_size=6) as m:
-        m.reset_state()
-        out = [dp[0] // 2 for dp in take(m, 60)]
-    inputs = Counter(i % 30 for i in range(66))
-    assert not Counter(out) - inputs and sum((inputs - Counter(out)).values()) == 6
-    with MultiProcessMapAndBatchData(numbers(10), 1, double, batch_size=4, buffer_size=12) as mb:
-        mb.reset_state()
-        got = take(mb, 6)
-    want = BatchData(MapData(RepeatedData(numbers(10), -1), double), 4)
-    want.reset_state()
-    assert len(mb) == 2
-    assert [b[0].tolist() for b in got] == [b[0].tolist() for b in take(want, 6)]
-
-
 def test_runners_yield_passes(clean):
     with MultiProcessRunner(numbers(12), num_prefetch=5, num_proc=1) as r:
         r.reset_state()
@@ -184,30 +97,6 @@ def test_runners_yield_passes(clean):
 
 
 # -- errors -------------------------------------------------------------------------------------------------
-def test_map_errors_reach_the_consumer_with_the_worker_traceback(clean):
-    with MultiThreadMapData(numbers(20), 2, fail_on_7, buffer_size=4, strict=True) as m:
-        m.reset_state()
-        with pytest.raises(KeyError, match="seven") as info:
-            list(m)
-        assert "in fail_on_7" in "".join(traceback.format_exception(info.value))
-        it = iter(m)  # the flow goes on: a new pass
-        assert [next(it) for _ in range(7)] == [[i] for i in range(7)]
-        it.close()
-    with MultiProcessMapData(numbers(20), 2, fail_on_7, buffer_size=4, strict=True) as m:
-        m.reset_state()
-        with pytest.raises(KeyError, match="seven") as info:
-            list(m)
-        notes = "\n".join(info.value.__notes__)
-        assert "traceback in picpac worker" in notes and "in fail_on_7" in notes
-        it = iter(m)  # the flow goes on: a new pass
-        assert [next(it) for _ in range(7)] == [[i] for i in range(7)]
-        it.close()
-    with MultiProcessMapAndBatchData(numbers(20), 2, fail_on_7, batch_size=2, buffer_size=8) as mb:
-        mb.reset_state()
-        with pytest.raises(KeyError, match="seven"):
-            take(mb, 30)
-
-
 def test_runner_errors_reach_the_consumer_and_stop_the_flow(clean):
     with MultiProcessRunner(Failing(), num_prefetch=2, num_proc=2) as r:
         r.reset_state()
@@ -436,7 +325,8 @@ SCRIPT = """
 import sys, time
 sys.path[:0] = {tests!r}
 from picpac.dataflow import MultiProcessRunner, MultiProcessMapData, RepeatedData
-from test_parallel import Tagged, numbers, slow
+from dataflow_helpers import numbers
+from test_parallel import Tagged, slow
 
 if __name__ == "__main__":
     runner = MultiProcessRunner(Tagged(10**6, delay=0.01), num_prefetch=4, num_proc=2)
@@ -509,56 +399,3 @@ def test_engines_unordered_ready_and_drain(clean):
         pool.drain()
         assert pool.pending == 0
         assert [o.get()[1] for _, o in pool_map(pool, range(5), 3)] == list(range(5))
-
-
-# -- image-sized datapoints at the defaults (issue 25 item 3) -------------------------------------------------
-def halve(dp):
-    """A 224x224 image in, a float32 image of 4x its bytes out: large items and results both ways."""
-    return [dp[0].astype(np.float32) / 2, dp[1]]
-
-
-@pytest.fixture(scope="module")
-def images_db(tmp_path_factory) -> tuple[str, list[np.ndarray]]:
-    """40 JPEGs of 224x224 (label i) and what ``halve`` makes of each, decoded here by OpenCV."""
-    import cv2
-    import picpac
-    path = tmp_path_factory.mktemp("images") / "images.picpac"
-    rng = np.random.default_rng(25)
-    wanted = []
-    with picpac.Writer(path) as w:
-        for i in range(40):
-            jpeg = cv2.imencode(".jpg", rng.integers(0, 256, (224, 224, 3), np.uint8))[1].tobytes()
-            w.append(image=jpeg, label=i)
-            wanted.append(cv2.cvtColor(cv2.imdecode(np.frombuffer(jpeg, np.uint8), cv2.IMREAD_COLOR),
-                                       cv2.COLOR_BGR2RGB).astype(np.float32) / 2)
-    return str(path), wanted
-
-
-@pytest.mark.parametrize("strict", [True, False])
-@pytest.mark.parametrize("kind", ["process", "thread"])
-def test_image_sized_datapoints_stream_at_the_defaults_after_opencv(images_db, clean, kind, strict):
-    import cv2
-    from picpac.dataflow import PicPacData
-    path, wanted = images_db
-    cv2.resize(np.zeros((2000, 2000, 3), np.uint8), (224, 224))  # the parent has used OpenCV (and its threads)
-    df = PicPacData(path, shuffle=False)
-    m = MultiProcessMapData(df, 2, halve, strict=strict) if kind == "process" else \
-        MultiThreadMapData(df, 2, halve, strict=strict)
-    done = threading.Event()
-
-    def watchdog():  # a hang fails the test: its workers are killed, which the consumer reports
-        if not done.wait(60):
-            for pid in getattr(m, "pids", []):
-                os.kill(pid, signal.SIGKILL)
-    threading.Thread(target=watchdog, daemon=True).start()
-    with m:
-        m.reset_state()
-        try:
-            # strict: two passes, each MapData's in its order; else results as they are done, at most
-            # buffer_size (200) in flight, so the first 40 + 200 hold every datapoint of the first pass
-            got = [dp for _ in range(2) for dp in m] if strict else take(m, 240)
-        finally:
-            done.set()
-    labels = [int(label) for _, label in got]
-    assert labels == list(range(40)) * 2 if strict else set(labels) == set(range(40))
-    assert all(np.array_equal(image, wanted[label]) for image, label in zip((dp[0] for dp in got), labels))

@@ -13,6 +13,8 @@ import pytest
 from picpac.dataflow import DataFlow, DataFromGenerator, RemoteDataZMQ, RemoteTimeout
 from picpac.errors import PicPacValueError, WorkerError
 
+from dataflow_helpers import take
+
 pytest.importorskip("zmq")
 TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
 
@@ -90,11 +92,6 @@ def receiver(addr: str, **kw) -> RemoteDataZMQ:
     r = RemoteDataZMQ(addr, timeout=20, **kw)
     r.reset_state()
     return r
-
-
-def take(df, n: int) -> list:
-    it = iter(df)
-    return [next(it) for _ in range(n)]
 
 
 # -- between two processes ------------------------------------------------------------------------------------
