@@ -5,6 +5,9 @@ from __future__ import annotations
 import json
 import threading
 
+import cv2
+import numpy as np
+
 from picpac.dataflow import DataFromList, codec
 
 DATA, ERROR = codec.DATA, codec.ERROR
@@ -36,6 +39,13 @@ def take(df, n: int) -> list:
 
 def engine_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("picpac-")]
+
+
+# -- files ----------------------------------------------------------------------------------------------
+def write_png(path, rgb: np.ndarray) -> str:
+    """``rgb`` (H, W, 3) written as a PNG at ``path`` (OpenCV writes BGR, so the channels are reversed)."""
+    cv2.imwrite(str(path), np.ascontiguousarray(rgb[:, :, ::-1]))
+    return str(path)
 
 
 # -- messages of the wire format, as any peer could send them ----------------------------------------------

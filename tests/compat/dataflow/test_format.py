@@ -1,4 +1,5 @@
-"""picpac.dataflow's stored formats (picpac, LMDB, TFRecord, NumPy, HDF5, Caffe LMDB, svmlight) and image flows."""
+"""picpac.dataflow's stored formats (picpac, LMDB, TFRecord, NumPy, HDF5, Caffe LMDB, svmlight); the image flows'
+own tests are in test_image_flows.py."""
 from __future__ import annotations
 
 import struct
@@ -9,13 +10,13 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac.dataflow import (AugmentImageComponent, AugmentImageComponents, AugmentImageCoordinates, CaffeLMDB,
-                             DataFlow, DataFromList, HDF5Serializer, ImageFromFile, LMDBData, LMDBDataDecoder,
-                             LMDBSerializer, MissingDependencyError, NumpySerializer, PicPacData, PicPacSerializer,
-                             SVMLightData, TFRecordSerializer)
+from picpac.dataflow import (CaffeLMDB, DataFlow, DataFromList, HDF5Serializer, ImageFromFile, LMDBData,
+                             LMDBDataDecoder, LMDBSerializer, MissingDependencyError, NumpySerializer, PicPacData,
+                             PicPacSerializer, SVMLightData, TFRecordSerializer)
 from picpac.dataflow.serialize import crc32c
 from picpac.errors import CorruptError, PicPacTypeError, PicPacValueError
-from picpac.transforms import Crop, Flip
+
+from dataflow_helpers import write_png
 
 
 class SeededFakeDataFlow(DataFlow):
@@ -176,87 +177,6 @@ def test_a_missing_optional_package_names_the_extra(tmp_path, monkeypatch):
     assert isinstance(info.value, ImportError)  # tensorpack's test skips on ImportError: that still works
     with pytest.raises(ImportError, match="h5py"):
         HDF5Serializer.save(DataFromList([[1]]), str(tmp_path / "x.h5"), ["a"])
-
-
-# -- images -------------------------------------------------------------------------------------------------
-def write_png(path, rgb: np.ndarray) -> str:
-    cv2.imwrite(str(path), np.ascontiguousarray(rgb[:, :, ::-1]))
-    return str(path)
-
-
-def test_image_from_file(tmp_path):
-    rgb = np.zeros((6, 8, 3), np.uint8)
-    rgb[..., 0] = 200  # red
-    files = [write_png(tmp_path / f"{i}.png", rgb + i) for i in range(3)]
-    ds = ImageFromFile(files)
-    (img,), = list(ds)[:1]
-    assert len(ds) == 3 and img.shape == (6, 8, 3) and img[0, 0].tolist() == [200, 0, 0]
-    small = list(ImageFromFile(files, channel=1, resize=(3, 4)))[0][0]
-    assert small.shape == (3, 4, 1)
-    shuffled = ImageFromFile(files, shuffle=True, seed=0)
-    shuffled.reset_state()
-    assert len(list(shuffled)) == 3
-    with pytest.raises(picpac.MissingPathError):
-        list(ImageFromFile([str(tmp_path / "nope.png")]))
-
-
-def gradient() -> np.ndarray:
-    return np.broadcast_to(np.arange(8, dtype=np.uint8)[None, :, None] * 10, (4, 8, 3)).copy()
-
-
-def test_augment_component_with_transforms_and_functions():
-    img = gradient()
-    ds = DataFromList([[img, i] for i in range(6)], shuffle=False)
-    aug = AugmentImageComponent(ds, [Flip(horizontal=1.0), lambda im: im + 1], seed=0)
-    with pytest.raises(Exception, match=r"reset_state\(\)"):
-        iter(aug)
-    aug.reset_state()
-    out = list(aug)
-    assert all(np.array_equal(dp[0], img[:, ::-1] + 1) and dp[1] == i for i, dp in enumerate(out))
-    assert np.array_equal(ds.lst[0][0], img)  # the input is untouched
-    rand = AugmentImageComponent(ds, [Crop(4, 2, random=True)], seed=3)
-    rand.reset_state()
-    first = [dp[0] for dp in rand]
-    rand2 = AugmentImageComponent(ds, [Crop(4, 2, random=True)], seed=3)
-    rand2.reset_state()
-    assert all(np.array_equal(a, b[0]) for a, b in zip(first, rand2))  # the seed reproduces the crops
-    assert len({a.tobytes() for a in first}) > 1 and first[0].shape == (2, 4, 3)
-    with pytest.raises(PicPacTypeError, match="imgaug augmentors are not supported"):
-        AugmentImageComponent(ds, [lambda a, b, c: a])
-    failing = AugmentImageComponent(ds, [lambda im: im[:, :, 5]], catch_exceptions=True, seed=0)
-    failing.reset_state()
-    assert list(failing) == []  # every datapoint dropped, the errors logged
-    strict = AugmentImageComponent(ds, [lambda im: im[:, :, 5]], seed=0)
-    strict.reset_state()
-    with pytest.raises(IndexError):
-        list(strict)
-
-
-def test_augment_coordinates_and_components_move_together():
-    img = gradient()
-    coords = np.array([[0.5, 0.5], [7.0, 3.0]], np.float32)
-    ds = DataFromList([[img, coords]], shuffle=False)
-    aug = AugmentImageCoordinates(ds, [Flip(horizontal=1.0)], seed=0)
-    aug.reset_state()
-    (out_img, out_coords), = list(aug)
-    assert np.array_equal(out_img, img[:, ::-1])
-    assert out_coords.dtype == np.float32 and out_coords.tolist() == [[7.5, 0.5], [1.0, 3.0]]  # x -> 8 - x
-    mask = (img[:, :, 0] > 30).astype(np.uint8)
-    pair = DataFromList([[img, mask, coords, "keep"] for _ in range(12)], shuffle=False)
-    both = AugmentImageComponents(pair, [Flip(horizontal=0.5)], index=(0, 1), coords_index=(2,), seed=1)
-    both.reset_state()
-    flips = []
-    for a, m, c, tag in both:
-        flipped = np.array_equal(a, img[:, ::-1])
-        assert flipped or np.array_equal(a, img)
-        assert np.array_equal(m, mask[:, ::-1] if flipped else mask)  # the same draw for the mask
-        assert np.allclose(c, [[7.5, 0.5], [1.0, 3.0]] if flipped else coords) and tag == "keep"
-        flips.append(flipped)
-    assert any(flips) and not all(flips)
-    with pytest.raises(PicPacValueError, match=r"\(N, 2\) float"):
-        bad = AugmentImageCoordinates(DataFromList([[img, np.zeros((2, 3))]], shuffle=False), [Flip()], seed=0)
-        bad.reset_state()
-        list(bad)
 
 
 def test_lmdb_flows_share_an_environment_and_forked_workers_open_their_own(tmp_path):
