@@ -213,19 +213,52 @@ def test_relative_imports_are_resolved():
     assert "image" in imports_of(PACKAGE / "tools" / "verify.py")
 
 
+WHOLE_PACKAGE = {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples"}
+"""Tests of the package as a whole, in tests/ itself."""
+
+
+def mirrored_names(folder: Path) -> set[str]:
+    """What a test file in tests/<folder> may be named after: a module of picpac/<folder> (its name without a
+    leading underscore), the subpackage itself, or a subpackage of it (tools/explore/)."""
+    modules = {p.stem.lstrip("_") for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"}
+    if folder == Path("."):  # a layer's tests live in its folder
+        return modules
+    return modules | {folder.name} | {p.name for p in (PACKAGE / folder).iterdir() if (p / "__init__.py").is_file()}
+
+
+def names_a(test: str, name: str) -> bool:
+    return test == f"test_{name}" or test.startswith(f"test_{name}_")
+
+
 @pytest.mark.parametrize("test", sorted(TESTS.rglob("test_*.py")), ids=lambda p: str(p.relative_to(TESTS)))
 def test_tests_mirror_the_tree(test):
     """tests/<layer>/test_<module>[_<aspect>].py tests picpac/<layer>/<module>.py (or the layer's package);
-    tests of the whole package (layers, docs, public API, PicPac's configs, the examples) stand in tests/ itself."""
+    tests of the whole package (layers, docs, public API, PicPac's configs, the examples) and of its own modules
+    (errors.py) stand in tests/ itself."""
     folder = test.relative_to(TESTS).parent
-    if folder == Path("."):
-        assert test.stem in {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples"}
+    if folder == Path(".") and test.stem in WHOLE_PACKAGE:
         return
     assert (PACKAGE / folder).is_dir(), f"{folder} is no subpackage of picpac"
-    names = ({p.stem for p in (PACKAGE / folder).glob("*.py") if p.stem != "__init__"} | {folder.name}
-             | {p.name for p in (PACKAGE / folder).iterdir() if (p / "__init__.py").is_file()})  # (tools/explore/)
-    assert any(test.stem == f"test_{n}" or test.stem.startswith(f"test_{n}_") for n in names), \
-        f"{test.name} names no module of picpac/{folder}: {sorted(names)}"
+    names = mirrored_names(folder)
+    assert any(names_a(test.stem, n) for n in names), f"{test.name} names no module of picpac/{folder}: {sorted(names)}"
+
+
+def test_every_module_has_a_test_file_of_its_own():
+    """The other way round: picpac/<path>/<module>.py has tests/<path>/test_<module>[_<aspect>].py, or for a nested
+    subpackage's module tests/<parent>/test_<subpackage>_<module>[_<aspect>].py (a package's __init__.py is tested
+    through its modules and the package's tests)."""
+    missing = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.stem == "__init__":
+            continue
+        folder, name = path.parent.relative_to(PACKAGE), path.stem.lstrip("_")
+        tests = [t.stem for t in (TESTS / folder).glob("test_*.py")]
+        if folder.parent != Path("."):  # a nested subpackage's tests may stand beside it: tools/test_explore_app.py
+            tests += [t.stem for t in (TESTS / folder.parent).glob(f"test_{folder.name}_*.py")]
+            name = name if any(names_a(t, name) for t in tests) else f"{folder.name}_{name}"
+        if not any(names_a(t, name) for t in tests):
+            missing.append(str(path.relative_to(PACKAGE)))
+    assert missing == []
 
 
 def architecture_tree() -> dict[str, set[str]]:
@@ -259,3 +292,9 @@ def test_the_architecture_page_lists_every_module_where_it_lives():
         if folder != Path("."):
             actual[str(folder)] = {p.stem for p in init.parent.glob("*.py")} - {"__init__"}
     assert architecture_tree() == actual
+
+
+def test_test_modules_have_unique_names():
+    """pytest imports test modules by basename (rootdir-relative, no packages): two of one name break a run."""
+    names = [t.name for t in TESTS.rglob("test_*.py")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []
