@@ -147,7 +147,7 @@ def decode(frames: list, expect: str | None = None, where: str = "") -> tuple[in
     if len(memoryview(frames[0])) > skip:  # a packed blob read as one frame: not expected here
         raise WireFormatError(f"a message head{at} is followed by stray bytes")
     if not rest or (kind == ERROR and len(rest) != 1):
-        raise WireFormatError(f"a {'data' if kind == DATA else 'error'} message{at} has {len(rest)} frames "
+        raise WireFormatError(f"{'a data' if kind == DATA else 'an error'} message{at} has {len(rest)} frames "
                               f"after its head; its format {fmt!r} needs {'one' if kind == ERROR else 'at least one'}")
     if kind == ERROR:
         if fmt == "pickle5":

@@ -155,8 +155,6 @@ def test_decode_refuses_another_format_than_expected_and_says_why():
         codec.decode(codec.encode_error(KeyError(), "pickle5") + [b""], where="peer-1")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: codec.decode's message for an error message with the wrong number of "
-                                       "frames reads 'a error message' (its article is built for 'data' only)")
 def test_the_frame_count_message_of_an_error_message_reads_an_error():
     with pytest.raises(WireFormatError, match=r"^an error message from peer-1 has 2 frames"):
         codec.decode(codec.encode_error(KeyError(), "pickle5") + [b""], where="peer-1")
