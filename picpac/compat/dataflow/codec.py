@@ -154,7 +154,12 @@ def decode(frames: list, expect: str | None = None, where: str = "") -> tuple[in
             return ERROR, _unpack(pickle.loads(memoryview(rest[0])), f"the sender{f' at {where}' if where else ''}")
         return ERROR, _decode_error(rest[0], where)
     if fmt == "pickle5":
-        return DATA, pickle.loads(memoryview(rest[0]), buffers=[bytearray(memoryview(f)) for f in rest[1:]])
+        try:
+            return DATA, pickle.loads(memoryview(rest[0]), buffers=[bytearray(memoryview(f)) for f in rest[1:]])
+        except pickle.UnpicklingError as exc:  # e.g. fewer out-of-band frames than the pickle refers to
+            raise WireFormatError(f"a pickle5 message{at} with {len(rest) - 1} out-of-band frames cannot be "
+                                  f"unpickled ({exc}): a frame is missing or the message is damaged; send every "
+                                  "frame that codec.encode made") from None
     return DATA, _decode_arrays(rest, where)
 
 

@@ -160,12 +160,10 @@ def test_the_frame_count_message_of_an_error_message_reads_an_error():
         codec.decode(codec.encode_error(KeyError(), "pickle5") + [b""], where="peer-1")
 
 
-@pytest.mark.xfail(strict=True, reason="bug: codec.decode of a pickle5 message that lacks its out-of-band frame "
-                                       "raises pickle's UnpicklingError ('not enough out-of-band buffers'), not a "
-                                       "WireFormatError naming where it came from, as its docstring says of a missing frame")
 def test_a_pickle5_message_missing_its_array_frame_is_a_wire_format_error():
     frames = codec.encode([np.arange(4)], "pickle5")
-    with pytest.raises(WireFormatError, match="from peer-1"):
+    with pytest.raises(WireFormatError, match=r"^a pickle5 message from peer-1 with 0 out-of-band frames cannot be "
+                                              r"unpickled \(not enough out-of-band buffers\): a frame is missing"):
         codec.decode(frames[:2], where="peer-1")
 
 
