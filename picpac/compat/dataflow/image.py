@@ -8,7 +8,8 @@ tensorpack's augmentors (``imgaug``) are an API of their own; here an augmentor 
   the flow's own seeded RNG; or
 * a plain function ``img -> img``, applied to the image as it stands.
 
-Told apart by their number of required positional parameters (2 or 1). Images are (H, W[, C]) arrays,
+Told apart by their number of required positional parameters (2 or 1); a function whose signature
+cannot be read (an OpenCV function) is refused: wrap it in a lambda. Images are (H, W[, C]) arrays,
 RGB for colour transforms (``ImageFromFile`` gives RGB, as tensorpack's does). Coordinates are (N, 2)
 float arrays of (x, y) in continuous pixel coordinates (the image spans [0, W) x [0, H)).
 """
@@ -101,6 +102,10 @@ def _steps(augmentors: Any) -> list[tuple[bool, Callable]]:
             raise PicPacTypeError(f"an augmentor must be a picpac transform t(sample, rng) or a function img -> img, "
                                   f"got {type(aug).__name__}")
         n = _required_positional(aug)
+        if n is None:
+            raise PicPacTypeError(f"cannot tell what {aug!r} is: its signature cannot be read (e.g. an OpenCV "
+                                  "function), so it cannot be told from a picpac transform t(sample, rng): wrap it, "
+                                  "e.g. lambda img: f(img)")
         if n not in (1, 2):
             raise PicPacTypeError(f"cannot tell what {aug!r} is: an augmentor takes (sample, rng) (a picpac transform) "
                                   f"or (img) (a function img -> img); it takes {n} required arguments. tensorpack's "
