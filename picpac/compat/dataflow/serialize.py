@@ -39,6 +39,8 @@ def _reset_and_size(df: Any) -> int:
     if not isinstance(df, DataFlow) and not (hasattr(df, "reset_state") and hasattr(df, "__iter__")):
         raise PicPacTypeError(f"expected a DataFlow, got {type(df).__name__}")
     df.reset_state()
+    if not hasattr(df, "__len__"):  # a duck-typed flow of unknown length
+        return 0
     try:
         return len(df)
     except NotImplementedError:
