@@ -245,20 +245,28 @@ def write_tfrecord(f: Any, data: bytes) -> None:
     f.write(tfrecord_frame(data))
 
 
+def _record_size(f: Any, path: str, index: int, end: int) -> int | None:
+    """The data size in the head of record ``index``, read from ``f`` (a file of ``end`` bytes), its CRC checked
+    and the record checked to fit in the file (None at the end)."""
+    head = f.read(12)
+    if not head:
+        return None
+    if len(head) < 12:
+        raise CorruptError(f"{path}: record {index} is truncated")
+    length, crc = head[:8], struct.unpack("<I", head[8:])[0]
+    if masked_crc32c(length) != crc:
+        raise CorruptError(f"{path}: record {index} has a damaged length (not a TFRecord file?)")
+    (size,) = struct.unpack("<Q", length)
+    if f.tell() + size + 4 > end:  # checked before reading or seeking: a length can be up to 2**64 - 1
+        raise CorruptError(f"{path}: record {index} is truncated")
+    return size
+
+
 def read_tfrecords(path: str, check: bool = True) -> Iterator[bytes]:
     """The records of a TFRecord file, checking its CRCs (the data's when ``check``)."""
     with open(path, "rb") as f:
-        index = 0
-        while True:
-            head = f.read(12)
-            if not head:
-                return
-            if len(head) < 12:
-                raise CorruptError(f"{path}: record {index} is truncated")
-            length, crc = head[:8], struct.unpack("<I", head[8:])[0]
-            if masked_crc32c(length) != crc:
-                raise CorruptError(f"{path}: record {index} has a damaged length (not a TFRecord file?)")
-            (size,) = struct.unpack("<Q", length)
+        index, end = 0, os.fstat(f.fileno()).st_size
+        while (size := _record_size(f, path, index, end)) is not None:
             data = f.read(size)
             tail = f.read(4)
             if len(data) < size or len(tail) < 4:
@@ -285,11 +293,9 @@ class TFRecordData(DataFlow):
         if self._size is None:
             count = 0
             with open(self.path, "rb") as f:
-                while True:
-                    head = f.read(12)
-                    if len(head) < 12:
-                        break
-                    f.seek(struct.unpack("<Q", head[:8])[0] + 4, os.SEEK_CUR)
+                end = os.fstat(f.fileno()).st_size
+                while (size := _record_size(f, self.path, count, end)) is not None:
+                    f.seek(size + 4, os.SEEK_CUR)
                     count += 1
             self._size = count
         return int(self._size)
