@@ -58,12 +58,14 @@ class PicPacData(RNGDataFlow):
         self.path = os.fspath(path)
         self.reader = Reader(self.path, check=check)
         recorded = self.reader.metadata.get(META_KEY) or {}
-        self.generic = fields is None and recorded.get("fields", ()) is None and DATAPOINT_FIELD in self.reader.fields
+        empty = len(self.reader) == 0  # a database's fields are those its records hold: an empty one has none
+        self.generic = (fields is None and recorded.get("fields", ()) is None
+                        and (DATAPOINT_FIELD in self.reader.fields or empty))
         if fields is None:
             fields = recorded.get("fields") or ("image", "label")
         self.fields = None if self.generic else list(fields)
         for name in self.fields or ():
-            if name not in SPECIAL and name not in self.reader.fields:
+            if name not in SPECIAL and name not in self.reader.fields and not empty:
                 raise PicPacValueError(f"{self.path}: has no field {name!r}; its fields are {self.reader.fields} "
                                        f"(and {', '.join(SPECIAL)} from the index)")
         if channels not in (1, 3):
