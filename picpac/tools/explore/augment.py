@@ -3,7 +3,7 @@
 The text is data, never code: it is parsed with ``json.loads`` or ``yaml.safe_load`` only, every key must be
 one of the augmentation, size and split keys below (no key that names a file, such as ``db`` or
 ``mixin``, and none that changes how the server runs: workers, backend, dump, ...), and
-picpac.stream.config.parse checks every value. The explorer then bounds the work:
+StreamConfig.from_dict checks every value. The explorer then bounds the work:
 
 * before a run (of a config not in the cache), the size of every image its steps make, from the database's
   image sizes (the overview's probe) and every size key and transform: each within ``max_pixels`` (at most
