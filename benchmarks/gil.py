@@ -1,0 +1,123 @@
+"""How much of a thread-backend stream's wall time holds the GIL, and the thread scaling that allows (issue 27, item 2).
+
+The GIL-held share is measured with gilknocker (a maintained tool, `pip install gilknocker`): a native
+thread tries to take the GIL every --interval microseconds and reports the share of its time spent waiting,
+which is the share of wall time some Python thread held it. Before the stream, three workloads of known
+share calibrate it: a thread that sleeps (about 0), a thread looping in Python (about 1) and one that
+loops for 2 ms and sleeps for 2 ms (about 0.5); a run whose calibration is off says so.
+
+Then one pass of each workload of benchmarks/loaders.py (W1: RandomResizedCrop 224 + h-flip, W2: resize
+shorter side 256 + centre crop 224; uint8 NHWC batches of 64 over the 250 ImageNet JPEGs repeated to
+--samples) per thread count. For each it prints img/s, the GIL-held share h, the GIL-held time per sample,
+and 1 / h at one thread: the most that any number of threads can speed the stream up, since the GIL-held
+parts of the samples run one at a time (the issue's target for W1: h <= 1/20, a bound of >= 20x).
+
+    python benchmarks/gil.py [--samples 2000] [--threads 1,2] [--interval 200]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from loaders import BATCH, SIZE, picpac_transforms, prepare  # noqa: E402
+
+import picpac  # noqa: E402
+
+try:
+    from gilknocker import KnockKnock
+except ImportError as _exc:  # reported by main(): the module itself stays importable
+    KnockKnock = None
+    _MISSING: ImportError | None = _exc
+else:
+    _MISSING = None
+
+CALIBRATION = (("sleeping thread", 0.0), ("Python loop", 1.0), ("2 ms loop / 2 ms sleep", 0.5))
+TOLERANCE = 0.15
+"""How far a calibration share may be from its expected value before the run is flagged."""
+
+
+def held_share(work, interval: int) -> tuple[float, float]:
+    """(GIL-held share of wall time, seconds) while ``work()`` runs in this thread."""
+    knocker = KnockKnock(interval)
+    knocker.start()
+    start = time.perf_counter()
+    try:
+        work()
+    finally:
+        seconds = time.perf_counter() - start
+        knocker.stop()
+    return knocker.contention_metric, seconds
+
+
+def calibration(kind: str, seconds: float = 1.0) -> None:
+    """A thread whose GIL-held share is known (CALIBRATION), joined before returning."""
+    def run() -> None:
+        end = time.perf_counter() + seconds
+        while (now := time.perf_counter()) < end:
+            if kind == "sleeping thread":
+                time.sleep(0.01)
+            elif kind == "Python loop":
+                sum(range(1000))
+            else:
+                busy = now + 0.002
+                while time.perf_counter() < busy:
+                    sum(range(100))
+                time.sleep(0.002)
+    thread = threading.Thread(target=run)
+    thread.start()
+    thread.join()
+
+
+def one_pass(db: str, samples: int, workload: str, threads: int) -> None:
+    with picpac.ImageStream(db, loop=False, batch=BATCH, threads=threads, dtype="uint8", order="NHWC",
+                            colorspace="BGR", shuffle=workload == "W1",
+                            transforms=picpac_transforms(workload)) as stream:
+        n = sum(len(images) for images, _, _ in stream)
+    assert n == samples, f"a pass delivered {n} of {samples} samples"
+    assert stream.stats()["path"] == "sample"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument("--threads", default="1,2", help="comma-separated thread counts (default 1,2)")
+    ap.add_argument("--interval", type=int, default=200, help="gilknocker's polling interval in microseconds")
+    args = ap.parse_args()
+    if _MISSING is not None:
+        print(f"benchmarks/gil.py needs gilknocker, which is not a picpac dependency ({_MISSING}).\n"
+              "Install it with: pip install gilknocker", file=sys.stderr)
+        return 2
+    counts = [int(t) for t in args.threads.split(",")]
+    print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, picpac from "
+          f"{os.path.dirname(picpac.__file__)}, region decoding {'on' if picpac.image.REGION_DECODE else 'off'}; "
+          f"gilknocker polling every {args.interval} us; load average {os.getloadavg()[0]:.2f}")
+    print("\ncalibration (GIL-held share, expected):")
+    off = []
+    for kind, expected in CALIBRATION:
+        share, _ = held_share(lambda: calibration(kind), args.interval)
+        off += [kind] if abs(share - expected) > TOLERANCE else []
+        print(f"  {kind:26s} {share:5.2f}   expected {expected:.1f}")
+    if off:
+        print(f"  CALIBRATION OFF for {', '.join(off)}: the shares below are not to be trusted (a loaded machine?)")
+    with tempfile.TemporaryDirectory(prefix="picpac-gil-") as tmp:
+        *_, db, note = prepare(tmp, args.samples, False)
+        print(f"\ndata: {note}; batches of {BATCH}, {SIZE}x{SIZE} uint8")
+        for workload in ("W1", "W2"):
+            one_pass(db, args.samples, workload, counts[0])  # warm the page cache and the code
+            print(f"\n{workload}: threads  img/s   GIL-held share   GIL-held ms/sample   thread bound 1/share")
+            for threads in counts:
+                share, seconds = held_share(lambda: one_pass(db, args.samples, workload, threads), args.interval)
+                held = share * seconds / args.samples * 1e3
+                bound = f"{1 / share:6.1f}x" if threads == 1 and share > 0 else ""
+                print(f"    {threads:7d} {args.samples / seconds:7.0f}   {share:14.3f}   {held:18.3f}   {bound}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
