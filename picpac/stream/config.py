@@ -426,12 +426,9 @@ class StreamConfig(Mapping):
         """This config with ``keys`` set (checked again, with the keys it was made from)."""
         return StreamConfig.from_dict({**self.given, **keys})
 
-    def defaults(self, **keys: Any) -> StreamConfig:
-        """This config with ``keys`` set where it was made without them (an adapter's own defaults)."""
-        return StreamConfig.from_dict({**keys, **self.given})
-
     def __getitem__(self, name: str) -> Any:
-        return getattr(getattr(self, GROUP_OF[ALIASES.get(name, name)]), ALIASES.get(name, name))
+        name = ALIASES.get(name, name)
+        return getattr(getattr(self, GROUP_OF[name]), name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(KEYS)

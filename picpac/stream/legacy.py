@@ -126,6 +126,7 @@ def _annotate(value: Any) -> dict[str, Any]:
 
 
 RENAMED: dict[str, Callable[[Any], dict[str, Any]]] = {
+    "shard_pad": lambda value: {"share_pad": value},  # its name before a rank's part of an epoch was its share
     "negate": _negate,
     "multi_images": _multi_images,
     "images": _images,
@@ -154,10 +155,6 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     for key in ("threads", "preload"):  # PicPac's 0: its default
         if _is_int(given.get(key)) and given[key] == 0:
             del given[key]
-    if "shard_pad" in given:  # share_pad's name before a rank's part of an epoch was called its share
-        if "share_pad" in given:
-            raise PicPacValueError("config keys 'shard_pad' and 'share_pad' are two names of one key; give 'share_pad'")
-        given["share_pad"] = given.pop("shard_pad")
     if "threads" in given:  # PicPac's name of ``workers``
         threads = given.pop("threads")
         if given.get("workers") is not None and threads is not None and threads != given["workers"]:
@@ -191,7 +188,7 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
-LEGACY_KEYS = ("threads", "shard_pad", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
+LEGACY_KEYS = ("threads", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
                *NO_OPS, *RENAMED)
 """Every PicPac key that translate() turns into another (for typo suggestions)."""
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from typing import Any
 
@@ -97,10 +97,13 @@ class SampleJob:
 
     def units(self, keys: Keys, pool: Pool) -> Iterator[tuple]:
         """The units of ``keys``, each source's records fetched ``window`` keys before they are read."""
-        fetched = prefetching(keys, pool.fetchers, pool.sources, pool.records, self.window)
-        for index, (position, epoch) in enumerate(fetched):
-            yield (index, position, epoch, int(pool.sources[position]), int(pool.records[position]),
-                   float(pool.labels[position]))
+        index = 0
+        for positions, epochs in prefetched(keys, pool.fetchers, pool.sources, pool.records, self.window):
+            # a chunk's columns as Python numbers at once, not three NumPy scalars per sample
+            yield from zip(range(index, index + len(positions)), positions.tolist(), epochs.tolist(),
+                           pool.sources[positions].tolist(), pool.records[positions].tolist(),
+                           pool.labels[positions].tolist())
+            index += len(positions)
 
     def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
         """Each delivery of ``group`` samples as one batch's part."""
@@ -118,21 +121,19 @@ class SampleJob:
         self.__init__(state["readers"], state["config"])
 
 
-def prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
-                ahead: int) -> Iterable[tuple[int, int]]:
-    """``keys`` one at a time; each source's fetcher (a reader's ``prefetch``, or None) is given the records
-    of the next ``ahead`` keys while the current ones are read. Just ``keys`` when there is none."""
-    return keys if not any(fetchers) else _prefetching(keys, fetchers, sources, records, ahead)
-
-
-def _prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
-                 ahead: int) -> Iterator[tuple[int, int]]:
+def prefetched(keys: Keys, fetchers: list[Callable | None], sources: np.ndarray, records: np.ndarray,
+               ahead: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """``keys`` as (positions, epochs) chunks of ``ahead``; each source's fetcher (a reader's ``prefetch``, or None)
+    is given the records of the next chunk while the current one is read."""
     def ask(positions: np.ndarray) -> None:
         for source, fetch in enumerate(fetchers):
             if fetch is not None:
                 fetch(records[positions[sources[positions] == source]])
 
     chunks = keys.chunks(ahead)
+    if not any(fetchers):
+        yield from chunks
+        return
     coming = next(chunks, None)
     if coming is not None:
         ask(coming[0])
@@ -140,4 +141,4 @@ def _prefetching(keys: Keys, fetchers: list[Callable | None], sources: np.ndarra
         current, coming = coming, next(chunks, None)
         if coming is not None:
             ask(coming[0])
-        yield from zip(current[0].tolist(), current[1].tolist())
+        yield current

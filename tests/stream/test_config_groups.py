@@ -72,12 +72,10 @@ def test_none_is_the_unset_value_of_every_key_whose_default_is_none():
         StreamConfig.from_dict({"batch": None})
 
 
-def test_replace_and_defaults_make_it_again_from_the_keys_it_was_made_from():
+def test_replace_makes_it_again_from_the_keys_it_was_made_from():
     c = StreamConfig.from_dict({"batch": 4, "loop": True})
     d = c.replace(seed=9)
     assert (d.order.batch, d.order.loop, d.order.seed) == (4, True, 9) and c.order.seed == 2016
-    e = c.defaults(loop=False, pad=True)  # only where the keys left them out
-    assert (e.order.loop, e.order.pad) == (True, True)
     with pytest.raises(picpac.PicPacValueError, match="'batch' must be in"):
         c.replace(batch=0)
 
@@ -108,5 +106,7 @@ def test_the_torch_loader_takes_a_config_and_adds_its_defaults(db):
         assert a.stream.config == b.stream.config
         assert (a.stream.config.order.loop, a.stream.config.output.label_dtype) == (False, "int64")
         assert [x[1].tolist() for x in a] == [y[1].tolist() for y in b]
+    with TorchLoader(db, config.replace(loop=True, label_dtype="float32")) as given:  # the adapter's defaults yield
+        assert (given.stream.config.order.loop, given.stream.config.output.label_dtype) == (True, "float32")
     with pytest.raises(picpac.PicPacTypeError, match="config= takes a StreamConfig"):
         TorchLoader(db, {"batch": 4})

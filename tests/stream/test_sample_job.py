@@ -14,7 +14,7 @@ from picpac.errors import PicPacValueError, SampleError
 from picpac.stream.config import StreamConfig
 from picpac.stream.job import Part, Pool
 from picpac.stream.position import Keys
-from picpac.stream.sample_job import Profile, SampleJob, prefetching
+from picpac.stream.sample_job import Profile, SampleJob, prefetched
 
 
 def fill(i: int) -> tuple[int, int, int]:
@@ -151,9 +151,10 @@ def test_units_prefetch_each_sources_records_a_window_ahead(readers):
     assert asked == [("db", [])]
 
 
-def test_prefetching_without_fetchers_is_the_keys_themselves():
-    keys = keys_of([3, 1, 2])
-    assert prefetching(keys, [None, None], np.zeros(4, int), np.arange(4), 2) is keys
+def test_prefetched_without_fetchers_is_the_keys_chunks():
+    chunks = [(p.tolist(), e.tolist()) for p, e in prefetched(keys_of([3, 1, 2]), [None, None], np.zeros(4, int),
+                                                                np.arange(4), 2)]
+    assert chunks == [([3, 1], [0, 0]), ([2], [0])]
 
 
 # -- collect ---------------------------------------------------------------------------------------------------------------

@@ -7,8 +7,9 @@ import threading
 
 import cv2
 import numpy as np
+import pytest
 
-from picpac.dataflow import DataFromList, codec
+from picpac.dataflow import DataFlowError, DataFromList, codec
 
 DATA, ERROR = codec.DATA, codec.ERROR
 
@@ -21,6 +22,15 @@ def numbers(n: int, shuffle: bool = False, **kw) -> DataFromList:
 def ready(df):
     df.reset_state()
     return df
+
+
+def refuses_a_second_iterator(df) -> None:
+    """While one iterator of the (reset) flow is open, a second is a DataFlowError; closing the first frees it."""
+    first = iter(df)
+    next(first)
+    with pytest.raises(DataFlowError, match="not reentrant"):
+        next(iter(df))
+    first.close()
 
 
 def firsts(df) -> list:

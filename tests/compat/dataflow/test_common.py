@@ -17,7 +17,7 @@ from picpac.dataflow import (BatchData, BatchDataByShape, CacheData, ConcatData,
 from picpac.dataflow.base import DataFlowReentrantGuard
 from picpac.errors import PicPacError, PicPacTypeError, PicPacValueError
 
-from dataflow_helpers import firsts, numbers, ready
+from dataflow_helpers import firsts, numbers, ready, refuses_a_second_iterator
 
 
 # -- the protocol --------------------------------------------------------------------------------------
@@ -34,11 +34,7 @@ def test_non_reentrant_flows_refuse_a_second_iterator():
     for df in (FixedSizeData(numbers(5), 3), CacheData(numbers(3)), LocallyShuffleData(numbers(4), 2),
                BatchDataByShape(FakeData([[2]], 8), 2, 0)):
         df.reset_state()
-        first = iter(df)
-        next(first)
-        with pytest.raises(DataFlowError, match="not reentrant"):
-            next(iter(df))
-        first.close()
+        refuses_a_second_iterator(df)
         next(iter(df))  # released once the first one is closed
     guard = DataFlowReentrantGuard()
     with guard, pytest.raises(RuntimeError):  # tensorpack raised threading.ThreadError, a RuntimeError

@@ -24,7 +24,7 @@ from picpac.dataflow import (DataFlow, DataFlowError, MapData, MultiProcessMapAn
                              RepeatedData, RNGDataFlow, worker_path)
 from picpac.errors import PicPacTypeError, PicPacValueError, WorkerError, WorkerTimeoutError
 
-from dataflow_helpers import double, engine_threads, numbers, take
+from dataflow_helpers import double, engine_threads, numbers, refuses_a_second_iterator, take
 from helpers import alive, children
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="needs Linux /proc")
@@ -249,11 +249,7 @@ def test_misuse_is_a_clear_error(clean):
             if not isinstance(df, MultiThreadMapData):  # it restarts its threads, as tensorpack's does
                 with pytest.raises(DataFlowError, match=r"reset_state\(\) was called twice"):
                     df.reset_state()
-            first = iter(df)
-            next(first)
-            with pytest.raises(DataFlowError, match="not reentrant"):
-                next(iter(df))
-            first.close()
+            refuses_a_second_iterator(df)
         with pytest.raises(DataFlowError, match="closed"):
             iter(df)
     shared = numbers(3)
