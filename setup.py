@@ -1,5 +1,5 @@
 """The optional C extension picpac.image._jpeg (region-of-interest JPEG decoding with the system's
-libjpeg-turbo, package libjpeg62-turbo-dev on Debian), and the documentation pages shipped inside the
+libjpeg-turbo, package libjpeg62-turbo-dev on Debian, and the fused sample path's resampling kernels), and the documentation pages shipped inside the
 package. Everything else is in pyproject.toml.
 
 The extension is optional: without libjpeg's headers the build skips it and picpac decodes whole JPEGs
@@ -26,5 +26,10 @@ class BuildWithDocs(build_py):
             shutil.copyfile(page, os.path.join(target, os.path.basename(page)))
 
 
-setup(ext_modules=[Extension("picpac.image._jpeg", ["picpac/image/_jpeg.c"], libraries=["jpeg"], optional=True)],
+# -ffp-contract=off: the resampling kernels round where OpenCV rounds (picpac/image/_resample.c)
+JPEG = Extension("picpac.image._jpeg", ["picpac/image/_jpeg.c", "picpac/image/_resample.c"],
+                 depends=["picpac/image/_resample.h"], libraries=["jpeg"], extra_compile_args=["-ffp-contract=off"],
+                 optional=True)
+
+setup(ext_modules=[JPEG],
       cmdclass={"build_py": BuildWithDocs})

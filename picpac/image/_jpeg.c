@@ -17,6 +17,8 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
+#include "_resample.h"
+
 typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
@@ -393,8 +395,202 @@ static PyObject *encode(PyObject *module, PyObject *args, PyObject *kwargs) {
     return out;
 }
 
+
+/* -- one sample from bytes (or decoded pixels) to its slot of a batch, without the GIL ------------------------- */
+
+/* The arguments after the pixels that finish() and sample() share: the geometry (12 numbers), the output
+ * buffer, its dtype and layout, mean and std. */
+typedef struct {
+    Geometry geometry;
+    Output output;
+    Py_buffer out;
+} Plan;
+
+static int parse_floats(PyObject *values, float *into, int *count, const char *name) {
+    PyObject *seq = PySequence_Fast(values, name);
+    Py_ssize_t n, k;
+    if (seq == NULL)
+        return -1;
+    n = PySequence_Fast_GET_SIZE(seq);
+    if (n > 4) {
+        Py_DECREF(seq);
+        PyErr_Format(PyExc_ValueError, "%s: at most 4 values", name);
+        return -1;
+    }
+    for (k = 0; k < n; k++) {
+        into[k] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, k));
+        if (PyErr_Occurred()) {
+            Py_DECREF(seq);
+            return -1;
+        }
+    }
+    *count = (int)n;
+    Py_DECREF(seq);
+    return 0;
+}
+
+/* Parse and check a plan for a source of width x height x channels; the caller releases plan->out. */
+static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_first, PyObject *mean, PyObject *std,
+                      int width, int height, int channels, Plan *plan) {
+    double g[12];
+    int k, w, h, fill;
+    Geometry *p = &plan->geometry;
+    size_t size;
+    if (!PyArg_ParseTuple(geometry, "dddddddddddd;geometry: 12 numbers", &g[0], &g[1], &g[2], &g[3], &g[4], &g[5],
+                          &g[6], &g[7], &g[8], &g[9], &g[10], &g[11]))
+        return -1;
+    memset(plan, 0, sizeof *plan);
+    p->kind = (int)g[0];
+    if (p->kind == GEOMETRY_SLICE) {
+        p->x0 = (int)g[1], p->y0 = (int)g[2], p->x1 = (int)g[3], p->y1 = (int)g[4];
+        p->interpolation = (int)g[5], p->flip = (int)g[6], p->width = (int)g[7], p->height = (int)g[8];
+        if (p->x0 < 0 || p->y0 < 0 || p->x1 > width || p->y1 > height || p->x1 <= p->x0 || p->y1 <= p->y0 ||
+            p->interpolation < NO_RESIZE || p->interpolation > RESIZE_AREA || p->flip < -1 || p->flip > NO_FLIP ||
+            (p->interpolation == NO_RESIZE && (p->width != p->x1 - p->x0 || p->height != p->y1 - p->y0)))
+            p->kind = -1;
+    } else if (p->kind == GEOMETRY_WARP) {
+        p->pre_width = (int)g[1], p->pre_height = (int)g[2];
+        for (k = 0; k < 6; k++)
+            p->m[k] = g[3 + k];
+        fill = (int)g[9];
+        p->width = (int)g[10], p->height = (int)g[11];
+        if (fill < 0 || fill > 255 || p->pre_width < 0 || p->pre_height < 0 || (p->pre_width == 0) != (p->pre_height == 0))
+            p->kind = -1;
+        for (k = 0; k < 4; k++)
+            p->fill[k] = (uint8_t)fill;
+    } else if (p->kind == GEOMETRY_NONE) {
+        p->width = width, p->height = height;
+    }
+    w = p->width, h = p->height;
+    if (p->kind < GEOMETRY_NONE || p->kind > GEOMETRY_WARP || w < 1 || h < 1 || w > 32766 || h > 32766 ||
+        (dtype != OUT_U8 && dtype != OUT_F32)) {
+        PyErr_SetString(PyExc_ValueError, "bad geometry or dtype");
+        return -1;
+    }
+    if (parse_floats(mean, plan->output.mean, &plan->output.means, "mean") < 0 ||
+        parse_floats(std, plan->output.std, &plan->output.stds, "std") < 0)
+        return -1;
+    if ((plan->output.means > 1 && plan->output.means != channels) || (plan->output.stds > 1 && plan->output.stds != channels) ||
+        ((plan->output.means || plan->output.stds) && dtype != OUT_F32)) {
+        PyErr_SetString(PyExc_ValueError, "mean and std: 1 value or one per channel, float32 output only");
+        return -1;
+    }
+    if (PyObject_GetBuffer(out, &plan->out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return -1;
+    size = (size_t)w * h * channels * (dtype == OUT_F32 ? 4 : 1);
+    if ((size_t)plan->out.len != size) {
+        PyBuffer_Release(&plan->out);
+        PyErr_Format(PyExc_ValueError, "out has %zd bytes, the sample needs %zu", plan->out.len, size);
+        return -1;
+    }
+    plan->output.data = plan->out.buf, plan->output.dtype = dtype, plan->output.channel_first = channel_first;
+    return 0;
+}
+
+PyDoc_STRVAR(finish_doc,
+"finish(pixels, width, height, channels, geometry, out, dtype, channel_first, mean, std)\n\n"
+"Decoded 8-bit pixels (a C-contiguous buffer of height x width x channels) through ``geometry`` (12\n"
+"numbers: picpac.image.transforms.resample_plan) and written into ``out`` (a writable C-contiguous\n"
+"buffer) as picpac.image.transforms.convert writes them: dtype 0 uint8, 1 float32; mean, std: 0, 1 or\n"
+"``channels`` values. Byte for byte what OpenCV gives; the GIL is released throughout.");
+
+static PyObject *finish(PyObject *module, PyObject *args) {
+    Py_buffer pixels;
+    PyObject *geometry, *out, *mean, *std;
+    int width, height, channels, dtype, channel_first, status;
+    Plan plan;
+    Pixels src;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*iiiO!OipOO:finish", &pixels, &width, &height, &channels, &PyTuple_Type, &geometry,
+                          &out, &dtype, &channel_first, &mean, &std))
+        return NULL;
+    if (width < 1 || height < 1 || (channels != 1 && channels != 3) ||
+        pixels.len != (Py_ssize_t)width * height * channels) {
+        PyBuffer_Release(&pixels);
+        PyErr_SetString(PyExc_ValueError, "finish: pixels do not hold width x height x channels (1 or 3) bytes");
+        return NULL;
+    }
+    if (parse_plan(geometry, out, dtype, channel_first, mean, std, width, height, channels, &plan) < 0) {
+        PyBuffer_Release(&pixels);
+        return NULL;
+    }
+    src.data = pixels.buf, src.stride = (size_t)width * channels, src.width = width, src.height = height;
+    src.channels = channels;
+    Py_BEGIN_ALLOW_THREADS
+    status = finish_u8(&src, &plan.geometry, &plan.output);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&plan.out);
+    PyBuffer_Release(&pixels);
+    if (status < 0)
+        return PyErr_NoMemory();
+    Py_RETURN_NONE;
+}
+
+PyDoc_STRVAR(sample_doc,
+"sample(data, reduction, x, y, width, height, mode, geometry, out, dtype, channel_first, mean, std) -> bool\n\n"
+"One sample in one call without the GIL: the region (x, y, width, height) of a JPEG decoded at\n"
+"1/reduction, as picpac.image.decode_channels decodes it (mode 0 gray, 1 BGR, 2 RGB), then finish()'s\n"
+"geometry and output into ``out``. False, with ``out`` untouched, when the JPEG cannot be decoded this\n"
+"way (decode() would return None): the caller then takes its Python path.");
+
+static PyObject *sample(PyObject *module, PyObject *args) {
+    Py_buffer data;
+    PyObject *geometry, *out, *mean, *std;
+    int reduction, x, y, width, height, mode, dtype, channel_first, status, channels, left;
+    JDIMENSION cx, cw;
+    Decoder d;
+    Plan plan;
+    unsigned char *rows = NULL;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*iiiiiiO!OipOO:sample", &data, &reduction, &x, &y, &width, &height, &mode,
+                          &PyTuple_Type, &geometry, &out, &dtype, &channel_first, &mean, &std))
+        return NULL;
+    if ((reduction != 1 && reduction != 2 && reduction != 4) || mode < GRAY || mode > RGB || x < 0 || y < 0 ||
+        width <= 0 || height <= 0 || width > 32766 || height > 32766) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "sample: bad reduction, mode or region");
+        return NULL;
+    }
+    channels = mode == GRAY ? 1 : 3;
+    if (parse_plan(geometry, out, dtype, channel_first, mean, std, width, height, channels, &plan) < 0) {
+        PyBuffer_Release(&data);
+        return NULL;
+    }
+    memset(&d, 0, sizeof d);
+    d.info.err = jpeg_std_error(&d.error.pub);
+    d.error.pub.error_exit = on_error;
+    d.error.pub.emit_message = on_message;
+    left = x > 0 ? x - 1 : 0; /* one more column each side, as picpac.image.decoding asks for */
+    cx = (JDIMENSION)left;
+    cw = (JDIMENSION)(width + x - left + 1);
+    Py_BEGIN_ALLOW_THREADS
+    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw);
+    if (status == OK && (size_t)x + width > (size_t)cx + cw)
+        status = UNSUPPORTED; /* the region reaches past the right edge */
+    if (status == OK) {
+        size_t stride = (size_t)cw * channels;
+        rows = malloc(stride * (size_t)height);
+        status = rows == NULL ? FAILED : read_rows(&d, (JDIMENSION)y, (JDIMENSION)height, rows, stride);
+        if (status == OK) {
+            Pixels src = {rows + (size_t)(x - (int)cx) * channels, stride, width, height, channels};
+            status = finish_u8(&src, &plan.geometry, &plan.output) < 0 ? FAILED : OK;
+        }
+    }
+    Py_END_ALLOW_THREADS
+    if (d.created)
+        jpeg_destroy_decompress(&d.info);
+    free(rows);
+    PyBuffer_Release(&plan.out);
+    PyBuffer_Release(&data);
+    if (status == OK)
+        Py_RETURN_TRUE;
+    Py_RETURN_FALSE;
+}
+
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"finish", finish, METH_VARARGS, finish_doc},
+    {"sample", sample, METH_VARARGS, sample_doc},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {NULL, NULL, 0, NULL},
 };
@@ -405,4 +601,10 @@ static struct PyModuleDef module_def = {
     -1, methods, NULL, NULL, NULL, NULL,
 };
 
-PyMODINIT_FUNC PyInit__jpeg(void) { return PyModule_Create(&module_def); }
+PyMODINIT_FUNC PyInit__jpeg(void) {
+    PyObject *module = PyModule_Create(&module_def);
+    /* EXACT: finish() and sample() give OpenCV's bytes on this CPU (x86-64 with AVX2 and FMA) */
+    if (module != NULL && PyModule_AddIntConstant(module, "EXACT", resample_exact()) < 0)
+        Py_CLEAR(module);
+    return module;
+}

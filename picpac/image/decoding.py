@@ -29,6 +29,13 @@ except ImportError:  # built without libjpeg's headers: decode whole images with
 REGION_DECODE = _jpeg is not None
 """Whether this build decodes regions of JPEGs (the C extension picpac.image._jpeg was built)."""
 
+FUSED = _jpeg is not None and bool(getattr(_jpeg, "EXACT", 0))
+"""Whether this build and CPU run :func:`fused_sample`: the C extension, on a CPU whose OpenCV kernels its own
+resampling matches byte for byte (x86-64 with AVX2 and FMA)."""
+
+FUSED_DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.float32): 1}
+"""The output dtypes :func:`fused_sample` writes, and their codes."""
+
 # Extensions cv2.imencode writes; anything else is re-encoded as PNG.
 _ENCODABLE = frozenset({".jpg", ".jpeg", ".png", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm"})
 _LOSSY = frozenset({".jpg", ".jpeg", ".webp"})
@@ -211,3 +218,24 @@ def opencv_probe() -> None:
 
 
 register_fork_probe(opencv_probe)
+
+
+def fused_sample(data: Any, channels: int, rgb: bool, reduction: int, region: Region, geometry: tuple,
+                 out: np.ndarray, channel_first: bool, mean: tuple = (), std: tuple = ()) -> bool:
+    """One sample in one C call without the GIL: ``region`` of a JPEG decoded at 1/``reduction`` (as
+    :func:`decode_channels` decodes it), mapped by ``geometry`` (``sample.fused_geometry``), then written into
+    ``out`` (uint8 or float32, C-contiguous) as ``transforms.convert`` writes it, with ``mean`` and ``std`` (0, 1
+    or one value per channel; float32 only). The same bytes as the Python path with OpenCV. False, ``out``
+    untouched, when the JPEG cannot be decoded this way (CMYK, damaged, progressive with scans missing)."""
+    mode = 0 if channels == 1 else 2 if rgb else 1
+    return _jpeg.sample(data, reduction, *region, mode, geometry, out, FUSED_DTYPES[out.dtype], channel_first,
+                        mean, std)
+
+
+def fused_finish(pixels: np.ndarray, geometry: tuple, out: np.ndarray, channel_first: bool, mean: tuple = (),
+                 std: tuple = ()) -> None:
+    """:func:`fused_sample` for pixels decoded already (8-bit, 1 or 3 channels): the geometry and output in C."""
+    height, width = pixels.shape[:2]
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
+    _jpeg.finish(np.ascontiguousarray(pixels), width, height, channels, geometry, out, FUSED_DTYPES[out.dtype],
+                 channel_first, mean, std)

@@ -315,6 +315,7 @@ class Decode:
     channels: int = key(3, _choice(1, 3, -1))
     reduced_decode: bool = key(True, _bool)
     region_decode: bool = key(True, _bool)
+    fused: bool = key(True, _bool)
     max_pixels: int = key(MAX_PIXELS, _int(0))
     annotate: str | None = key(None, _annotate)
     annotation_field: str | int | None = key(None, _optional_field)

@@ -27,6 +27,7 @@ from .config import StreamConfig
 from .job import Job, Pool, capacity
 from .position import Keys, Position, load_state_dict, state_dict
 from .processor import Processor
+from .fused_job import FusedSampleJob, fused_reason
 from .sample_job import Profile, SampleJob
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
@@ -85,15 +86,22 @@ class _Pipeline:
             plan, self.path_reason = batch_plan(self._readers, c, self.processor)
             if p.vectorize and plan is None:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
-            self.job: Job = SampleJob(self._readers, c, self.processor, self.profile) if plan is None else \
-                BatchJob(self._readers, c, self.pool, self.processor, plan)
+            name = c.decode.image_field
+            self.fused_reason = fused_reason(c, any(name in reader.arrays for reader in self._readers))
+            if plan is not None:
+                self.job: Job = BatchJob(self._readers, c, self.pool, self.processor, plan)
+            elif self.fused_reason is None:
+                self.job = FusedSampleJob(self._readers, c, self.processor, self.profile)
+            else:
+                self.job = SampleJob(self._readers, c, self.processor, self.profile)
             self.executor = EXECUTORS[p.backend](self.job, capacity(c)[0], p.start_method, timeout)
         except BaseException:
             self.close()
             raise
         self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
-                      "path": "sample" if plan is None else "batch", "path_reason": self.path_reason}
+                      "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
+                      "fused_reason": self.fused_reason if plan is None else "the batch path runs"}
 
     # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
     def _build_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -466,7 +474,9 @@ class ImageStream:
         """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""
         stats = self._pipeline.stats
         profile = self._pipeline.profile
-        return {**stats, "skipped_records": list(stats["skipped_records"]),
+        job = self._pipeline.job
+        counts = {f"{path}_samples": n for path, n in job.counts.items()} if isinstance(job, FusedSampleJob) else {}
+        return {**stats, "skipped_records": list(stats["skipped_records"]), **counts,
                 **(profile.snapshot() if profile is not None else {})}
 
     def close(self) -> None:

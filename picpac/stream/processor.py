@@ -191,6 +191,12 @@ class Processor:
         settled = self.settle(self.decode(fields, label, record, where, arrays), rng)
         return self.finish(settled if cache is None else cache(settled), rng)
 
+    def plan(self, fields: dict[str, Any], label: float, record: int, where: str,
+             arrays: Mapping[str, ArraySpec] | None, rng: Any) -> Sample:
+        """A record's sample after decode -> settle -> augment, its output not made: where no step read the
+        pixels, a deferred JPEG is still undecoded, its whole geometry one pending map (the fused C path)."""
+        return self.augment(self.settle(self.decode(fields, label, record, where, arrays), rng), rng)
+
     def finish(self, settled: Sample, rng: Any) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
         """A settled sample's random steps, then its output arrays."""
         return self.output(self.augment(settled, rng))
@@ -309,21 +315,25 @@ class Processor:
         Dense targets are the arrays a transform put in ``sample.extra["dense"]`` (e.g. anchor
         maps), in the order they were added; each becomes one more batch array.
         """
-        task = self.outputs.task
-        if task == "segment" and sample.shapes is not None:
+        if self.outputs.task == "segment" and sample.shapes is not None:
             sample = self.rasterize(sample, None)
-        pixels = convert(sample.image, self.channel_first, self.dtype, self.mean, self.std)
+        return convert(sample.image, self.channel_first, self.dtype, self.mean, self.std), *self.target(sample)
+
+    def target(self, sample: Sample) -> tuple[Target, tuple[np.ndarray, ...]]:
+        """The task's target and the dense targets of a sample (rasterized already for ``segment``); the pixels
+        are read only for ``annotate='auto'``."""
+        task = self.outputs.task
         dense = tuple(sample.extra.get("dense", {}).values()) + sample.extra.get("raw", ())
         if task == "classify":
-            return pixels, None, dense
+            return None, dense
         if self.decoding.annotate == "auto":  # PicPac's autoencoder target: the output image itself
-            return pixels, convert(sample.image, False, np.dtype(np.float32), self.mean, self.std), dense
+            return convert(sample.image, False, np.dtype(np.float32), self.mean, self.std), dense
         if task == "segment":
             if sample.mask is None:
                 raise SampleError(sample.extra.get("source", ""), sample.record,
                                   "has no mask after its transforms (a 'drop' step?)")
-            return pixels, sample.mask, dense
-        return pixels, self._boxes(sample) if task == "detect" else self._points(sample), dense
+            return sample.mask, dense
+        return self._boxes(sample) if task == "detect" else self._points(sample), dense
 
     def _boxes(self, sample: Sample) -> np.ndarray:
         """(n, 5) ``label, x1, y1, x2, y2`` of the non-point shapes, clipped to the image, small ones dropped."""

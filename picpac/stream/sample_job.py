@@ -112,7 +112,12 @@ class SampleJob:
             targets, dense = zip(*delivery.extras)
             padding = sum(real is not None and unit[0] >= real for unit in items)
             shared = isinstance(delivery.arrays, np.ndarray)  # a view into the executor's shared memory
-            yield Part(delivery.arrays, targets, dense, [unit[1] for unit in items], padding, delivery.taken, shared)
+            yield Part(delivery.arrays if shared else self.images(delivery), targets, dense,
+                       [unit[1] for unit in items], padding, delivery.taken, shared)
+
+    def images(self, delivery: Delivery) -> np.ndarray | list[np.ndarray]:
+        """A thread executor's delivery's images, as the stream gets them: the list of each sample's image."""
+        return delivery.arrays
 
     def __getstate__(self) -> dict[str, Any]:
         return {"readers": self.readers, "config": self.config}

@@ -397,7 +397,8 @@ def test_a_padded_border_reads_the_whole_image(border):
 # -- streams --------------------------------------------------------------------------------------
 
 def batch(path, n: int, transforms: list, region_decode: bool) -> tuple[np.ndarray, np.ndarray]:
-    with picpac.ImageStream(path, loop=False, shuffle=False, batch=n, dtype="uint8", order="NHWC",
+    """The first batch on the Python path (fused=False: the spy sees its decodes)."""
+    with picpac.ImageStream(path, loop=False, shuffle=False, batch=n, dtype="uint8", order="NHWC", fused=False,
                             colorspace="BGR", region_decode=region_decode, transforms=transforms, seed=3) as s:
         out = next(s)
     return out[0], out[1]

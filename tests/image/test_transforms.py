@@ -211,7 +211,7 @@ def test_resize_shorter_side():
 
 def test_fast_path_flips_equal_the_general_warp():
     """Crop + scale + flip goes through slice/resize/flip; it must equal warpAffine's result."""
-    from picpac.transforms import _resample
+    from picpac.image.sample import _resample
     rng = np.random.default_rng(3)
     image = rng.integers(0, 256, (40, 60, 3), dtype=np.uint8)
     for a, d in ((-1, 1), (1, -1), (-1, -1)):

@@ -1,0 +1,302 @@
+"""The sample that transforms act on (image layer): pixels, annotations and a pending affine map.
+
+Geometric transforms only compose the map (:meth:`Sample.warp`); the pixels are resampled once, when they are
+read. :func:`resample_plan` says how (a slice, cv2.resize and cv2.flip, or one warpAffine), so that the stream's
+fused C path (``picpac.image.decoding.fused_sample``) and OpenCV here make the same bytes from one plan.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..errors import SampleError
+from .decoding import REDUCTIONS, Region
+from .shapes import Shapes
+
+
+class Sample:
+    """What flows through transforms: image (H, W[, C]), optional mask and shapes, label, record.
+
+    Geometric transforms call :meth:`warp`; warps compose into one pending affine map, applied to
+    the image (bilinear) and mask (nearest) only when ``image`` or ``mask`` is read, so a chain
+    of geometric steps resamples the pixels once and shapes stay exact.
+
+    The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
+    when the pixels are read, by ``d(reduction, region)`` at 1/1, 1/2 or 1/4 scale: the smallest
+    decode that still has at least the resolution the pending map needs. With ``regions=True``,
+    ``region`` is the part of that decode the map reads (else None); ``d`` returns either that
+    region or the whole image.
+    """
+
+    __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border",
+                 "_decoder", "_regions", "_source_size")
+
+    def __init__(self, image: np.ndarray | None, label: float, record: int, *, mask: np.ndarray | None = None,
+                 shapes: Shapes | None = None, extra: dict[str, Any] | None = None,
+                 size: tuple[int, int] | None = None, decoder: Callable[[int, Region | None], np.ndarray | None] | None = None,
+                 regions: bool = False):
+        self._image, self._mask, self.shapes = image, mask, shapes
+        self.label, self.record, self.extra = label, record, {} if extra is None else extra
+        self._matrix: np.ndarray | None = None
+        self._size = (image.shape[1], image.shape[0]) if image is not None else size
+        self._source_size, self._decoder, self._regions = self._size, decoder, regions
+        self._border = (cv2.BORDER_CONSTANT, 0)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        """(width, height) of the sample as it stands (pending warps included)."""
+        return self._size
+
+    def warp(self, matrix: np.ndarray, size: tuple[int, int], border: int = cv2.BORDER_CONSTANT,
+             fill: float = 0) -> None:
+        """Map the sample by the 2x3 affine ``matrix`` (continuous pixel coordinates) onto ``size``.
+
+        ``border`` / ``fill`` say what fills pixels that come from outside the source (for the
+        whole pending chain: one border for all of it). A warp that reads only inside the sample as
+        it stands (a crop within a padded canvas, a flip) keeps the border of the pending chain, so
+        ``Pad(fill=...)`` or a reflecting pad followed by a crop or flip keeps its border; any other
+        warp's border replaces it.
+        """
+        matrix = np.asarray(matrix, np.float64)
+        if self.shapes is not None:
+            self.shapes.transform(matrix)
+        if self._matrix is None or not _reads_inside(matrix, size, self._size):
+            self._border = (border, fill)
+        self._matrix = matrix if self._matrix is None else _compose(matrix, self._matrix)
+        self._size = (int(size[0]), int(size[1]))
+
+    @property
+    def image(self) -> np.ndarray:
+        if self._image is None:
+            self._image, image_matrix = self._decode()
+        else:
+            image_matrix = self._matrix
+        if self._matrix is not None:
+            self._image = _resample(self._image, image_matrix, self._size, cv2.INTER_LINEAR, *self._border)
+            if self._mask is not None:
+                self._mask = _resample(self._mask, self._matrix, self._size, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 0)
+            self._matrix = None
+        return self._image
+
+    @image.setter
+    def image(self, value: np.ndarray) -> None:
+        self.image  # settle pending warps first: the mask must follow them
+        self._image = value
+        self._size = (value.shape[1], value.shape[0])
+
+    @property
+    def mask(self) -> np.ndarray | None:
+        self.image
+        return self._mask
+
+    @mask.setter
+    def mask(self, value: np.ndarray | None) -> None:
+        self.image
+        self._mask = value
+
+    def _decode(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """Decode the deferred image at the largest reduction the pending map allows, and only the
+        region the map reads; the map for the pixels decoded."""
+        reduction = self._reduction()
+        width, height = self._source_size
+        for r in (reduction, 1) if reduction > 1 else (1,):
+            region = self._region(r) if self._regions else None
+            pixels = self._decoder(r, region)
+            if pixels is None:
+                raise SampleError(self.extra.get("source", "sample"), self.record, "cannot decode its image")
+            h, w = pixels.shape[:2]
+            if region is not None and (w, h) == region[2:]:
+                return pixels, self._source_map(r, *region[:2])
+            if abs(w - width / r) < 1 and abs(h - height / r) < 1:
+                return pixels, self._source_map(r, 0, 0)
+        raise SampleError(self.extra.get("source", "sample"), self.record,
+                          f"decodes to {w}x{h}, but its header says {width}x{height}")
+
+    def fused_plan(self) -> tuple[int, Region, tuple] | None:
+        """``(reduction, region, geometry)`` for ``decoding.fused_sample`` while the image is a deferred, upright
+        JPEG without a mask: the decode :attr:`image` would try first (the region the pending map reads, else
+        the whole image at the same scale) and its map as :func:`fused_geometry`. None where the fused C path
+        does not follow the Python path (the pixels were read already, or a border other than a constant)."""
+        if self._image is not None or self._mask is not None or not self._regions:
+            return None
+        reduction = self._reduction()
+        region = None if self._matrix is None else self._region(reduction)
+        if region is None:
+            width, height = self._source_size
+            region = (0, 0, -(-width // reduction), -(-height // reduction))
+        if self._matrix is None:
+            return reduction, region, (0,) * 12
+        plan = resample_plan((region[3], region[2]), self._source_map(reduction, *region[:2]), self._size,
+                             cv2.INTER_LINEAR)
+        geometry = fused_geometry(plan, self._size, self._border)
+        return None if geometry is None else (reduction, region, geometry)
+
+    def _reduction(self) -> int:
+        """The largest of REDUCTIONS that keeps at least the resolution the pending map needs."""
+        if self._matrix is None:
+            return 1
+        (a, b, _), (c, d, _) = self._matrix.tolist()
+        squares, det = a * a + b * b + c * c + d * d, a * d - b * c
+        # the largest singular value of [[a, b], [c, d]]: output pixels per source pixel
+        largest = math.sqrt((squares + math.sqrt(max(squares * squares - 4 * det * det, 0.0))) / 2)
+        return next(r for r in REDUCTIONS if largest * r <= 1 + 1e-9 or r == 1)
+
+    def _source_map(self, r: int, left: int, top: int) -> np.ndarray | None:
+        """The pending map of pixels decoded at 1/``r`` from (left, top) of that scale."""
+        if (r, left, top) == (1, 0, 0):
+            return self._matrix
+        # libjpeg's 1/r decode makes pixel j of block [r j, r j + r): exactly r, even where the last
+        # block sticks out of the image (a width of ceil(W / r))
+        to_source = np.array([[r, 0, r * left], [0, r, r * top]], np.float64)
+        return _compose(self._matrix if self._matrix is not None else _IDENTITY, to_source)
+
+    def _region(self, reduction: int) -> Region | None:
+        """The part of the 1/``reduction`` decode that the pending map reads, when it is axis-aligned.
+
+        Edges inside the image get a margin of one pixel (all that bilinear reads), edges outside
+        are clipped to it, so a constant or replicated border behaves as on the whole image; with
+        another border, a map that reads outside the image gets no region. A map that shrinks by
+        more than 2x outside a plain slice is left alone: _resample pre-shrinks the whole array, and
+        its grid would move with the region.
+        """
+        if self._matrix is None:
+            return None
+        (a, b, _), (c, d, _) = self._matrix.tolist()
+        if b or c or not a or not d:
+            return None
+        width, height = self._source_size
+        full = (-(-width // reduction), -(-height // reduction))
+        u0, v0, u1, v1 = window = tuple(v / reduction for v in _axis_window(self._matrix, self._size))
+        inside = u0 >= -1e-6 and v0 >= -1e-6 and u1 <= full[0] + 1e-6 and v1 <= full[1] + 1e-6
+        if not inside and self._border[0] not in (cv2.BORDER_CONSTANT, cv2.BORDER_REPLICATE):
+            return None  # a reflecting or wrapping border reads pixels far from the window
+        sliced = _slice_window(window, full) is not None
+        if not sliced and min(abs(a), abs(d)) * reduction < 0.5:
+            return None
+        margin = 0 if sliced else 1
+        x0, y0 = max(0, math.floor(u0 + 1e-6) - margin), max(0, math.floor(v0 + 1e-6) - margin)
+        x1, y1 = min(full[0], math.ceil(u1 - 1e-6) + margin), min(full[1], math.ceil(v1 - 1e-6) + margin)
+        if x1 <= x0 or y1 <= y0:
+            return None
+        return x0, y0, x1 - x0, y1 - y0
+
+    def copy(self) -> Sample:
+        """An independent sample (arrays are shared: transforms replace arrays, never write into them)."""
+        out = Sample(self.image, self.label, self.record, mask=self._mask,
+                     shapes=None if self.shapes is None else self.shapes.copy(), extra=dict(self.extra))
+        return out
+
+
+_IDENTITY = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+
+
+def _reads_inside(matrix: np.ndarray, out: tuple[int, int], source: tuple[int, int]) -> bool:
+    """Whether the affine ``matrix`` onto an ``out``-sized canvas reads only from ``[0, w] x [0, h]`` of ``source``."""
+    (a, b, tx), (c, d, ty) = matrix.tolist()
+    det = a * d - b * c
+    if abs(det) < 1e-12:
+        return False
+    w, h, eps = source[0], source[1], 1e-6
+    for x, y in ((0, 0), (out[0], 0), (0, out[1]), (out[0], out[1])):
+        x, y = x - tx, y - ty
+        u, v = (d * x - b * y) / det, (a * y - c * x) / det
+        if not (-eps <= u <= w + eps and -eps <= v <= h + eps):
+            return False
+    return True
+
+
+def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """The 2x3 affine map ``outer(inner(x))``."""
+    return np.hstack([outer[:, :2] @ inner[:, :2], (outer[:, :2] @ inner[:, 2] + outer[:, 2])[:, None]])
+
+
+def _axis_window(matrix: np.ndarray, size: tuple[int, int]) -> tuple[float, float, float, float]:
+    """(x0, y0, x1, y1): the source window an axis-aligned ``matrix`` maps onto a ``size`` canvas."""
+    (a, _, tx), (_, d, ty) = matrix.tolist()
+    xs, ys = sorted((-tx / a, (size[0] - tx) / a)), sorted((-ty / d, (size[1] - ty) / d))
+    return xs[0], ys[0], xs[1], ys[1]
+
+
+def _slice_window(window: tuple[float, float, float, float], size: tuple[int, int]) -> tuple[int, int, int, int] | None:
+    """``window`` as integers when it is integer-aligned and inside a ``size`` = (w, h) array (a plain slice)."""
+    x0, y0, x1, y1 = cut = tuple(round(v) for v in window)
+    if all(abs(v - r) < 1e-6 for v, r in zip(window, cut)) and x0 >= 0 and y0 >= 0 and x1 <= size[0] and y1 <= size[1]:
+        return cut
+    return None
+
+
+Plan = tuple
+"""How :func:`_resample` maps an array: ``("slice", (x0, y0, x1, y1), resize, flip)`` (a slice, then cv2.resize
+with ``resize`` when not None and cv2.flip with code ``flip`` when not None) or ``("warp", shrink, m)``
+(cv2.resize by INTER_AREA to ``shrink`` = (w, h) when not None, then cv2.warpAffine by ``m``)."""
+
+
+def resample_plan(shape: tuple[int, ...], matrix: np.ndarray, size: tuple[int, int], interpolation: int) -> Plan:
+    """How an array of ``shape`` is mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
+
+    An axis-aligned map of an integer-aligned window inside the image (crops, scales, flips) is a
+    slice, cv2.resize (INTER_AREA when shrinking: no aliasing) and cv2.flip; anything else is one
+    warpAffine, after an INTER_AREA pre-shrink when the map shrinks by more than 2x.
+    """
+    (a, b, _), (c, d, _) = matrix.tolist()
+    width, height = size
+    h, w = shape[:2]
+    if b == 0 and c == 0 and a and d:  # axis-aligned, maybe mirrored
+        cut = _slice_window(_axis_window(matrix, size), (w, h))
+        if cut is not None:
+            x0, y0, x1, y1 = cut
+            resize = None
+            if (x1 - x0, y1 - y0) != size:
+                shrink = interpolation == cv2.INTER_LINEAR and width * height < (x1 - x0) * (y1 - y0)
+                resize = cv2.INTER_AREA if shrink else interpolation
+            flip = None if a > 0 and d > 0 else -1 if a < 0 and d < 0 else 1 if a < 0 else 0
+            return "slice", cut, resize, flip
+    scale = np.sqrt(abs(a * d - b * c))
+    shrink = None
+    if interpolation == cv2.INTER_LINEAR and scale < 0.5:
+        r = 2 * scale
+        shrink = (max(1, round(w * r)), max(1, round(h * r)))
+        matrix = matrix @ np.diag([1 / (shrink[0] / w), 1 / (shrink[1] / h), 1.0])
+    m = matrix.copy()
+    m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5  # continuous -> OpenCV's pixel-centre indices
+    return "warp", shrink, m
+
+
+def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], interpolation: int, border: int,
+              fill: float) -> np.ndarray:
+    """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height), as
+    :func:`resample_plan` says, with OpenCV."""
+    plan = resample_plan(array.shape, matrix, size, interpolation)
+    if plan[0] == "slice":
+        _, (x0, y0, x1, y1), resize, flip = plan
+        out = array[y0:y1, x0:x1]
+        if resize is not None:
+            out = cv2.resize(out, size, interpolation=resize)
+        return out if flip is None else cv2.flip(out, flip)
+    _, shrink, m = plan
+    if shrink is not None:
+        array = cv2.resize(array, shrink, interpolation=cv2.INTER_AREA)
+    # a number fills every channel (OpenCV alone would read it as (fill, 0, 0, 0))
+    value = (fill,) * 4 if isinstance(fill, (int, float)) else fill
+    return cv2.warpAffine(array, m, size, flags=interpolation, borderMode=border, borderValue=value)
+
+
+_FUSED_RESIZE = {None: -1, cv2.INTER_LINEAR: 0, cv2.INTER_AREA: 1}
+
+
+def fused_geometry(plan: Plan, size: tuple[int, int], border: tuple[int, float]) -> tuple | None:
+    """A :func:`resample_plan` as the 12 numbers of ``decoding.fused_sample``, or None where the C kernels do
+    not follow it (a border other than a constant number)."""
+    if plan[0] == "slice":
+        _, cut, resize, flip = plan
+        return (1, *cut, _FUSED_RESIZE[resize], 2 if flip is None else flip, *size, 0, 0, 0)
+    kind, fill = border
+    if kind != cv2.BORDER_CONSTANT or not isinstance(fill, (int, float)):
+        return None
+    _, shrink, m = plan
+    value = min(255, max(0, int(np.rint(fill))))  # OpenCV's saturate_cast to uint8
+    return (2, *(shrink or (0, 0)), *m.ravel().tolist(), value, *size)

@@ -1,0 +1,140 @@
+"""The fused sample job: each sample from its record's bytes to its slot of the batch in one C call that runs
+without the GIL, where the config and the sample allow; Python only plans it (docs/performance.md).
+
+Planning is the Python path's own: decode (deferred), the geometry keys and the random steps compose one
+pending map with the stream's RNG, without reading a pixel. The C call then decodes the JPEG region the map
+reads, resamples it with kernels that round as OpenCV rounds, converts it and writes it into the batch, so a
+batch is byte for byte what :class:`~.sample_job.SampleJob` makes. A sample whose plan the C call cannot follow
+(not a JPEG, CMYK, a rotation, a colour step that reads the pixels, a mask) takes the Python path there.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+from ..engine import aligned
+from ..engine.executor import Delivery
+from ..file.reader import IndexedReader
+from ..image import decoding
+from ..image.sample import Sample
+from .config import StreamConfig
+from .processor import LazyRng, Processor, decode_seconds
+from .sample_job import Profile, SampleJob
+
+
+def fused_reason(config: StreamConfig, arrays: bool = False) -> str | None:
+    """Why a stream's samples all take the Python path, or None when they take the fused C path where they can;
+    ``arrays``: the database's image field holds arrays (metadata 'arrays'), which are not decoded."""
+    d, o = config.decode, config.output
+    if not d.fused:
+        return "fused=False"
+    if arrays:
+        return f"the image field {d.image_field!r} holds arrays (nothing to decode)"
+    if not decoding.REGION_DECODE:
+        return "picpac's C extension is not built (no libjpeg headers when it was installed)"
+    if not decoding.FUSED:
+        return "this CPU is not x86-64 with AVX2 and FMA, where the C kernels match OpenCV's bytes"
+    if d.channels not in (1, 3):
+        return "channels=-1 (images as stored)"
+    if not (d.reduced_decode and d.region_decode):
+        return "reduced_decode or region_decode is off"
+    if config.parallelism.cache:
+        return "cache=True (cached samples are decoded already)"
+    if o.task == "segment" or d.annotate in ("image", "auto"):
+        return f"task={o.task!r}, annotate={d.annotate!r} (masks and image targets take the Python path)"
+    return None
+
+
+class FusedSampleJob(SampleJob):
+    """A :class:`SampleJob` whose samples take the fused C path where they can, each written straight into its
+    slot of the batch (``unit index // batch``, ``unit index % batch``) when the stream runs on threads."""
+
+    def __init__(self, readers: list[IndexedReader], config: StreamConfig, processor: Processor | None = None,
+                 profile: Profile | None = None):
+        super().__init__(readers, config, processor, profile)
+        p = self.processor
+        self.mean = () if p.mean is None else tuple(p.mean.tolist())
+        self.std = () if p.std is None else tuple(p.std.tolist())
+        self.channels, self.rgb = config.decode.channels, p.rgb
+        self.slots = True
+        """Whether samples go into batch buffers; not in a worker process, whose arrays the executor copies."""
+        self.batches: dict[int, np.ndarray] = {}
+        self.lock = threading.Lock()
+        self.counts = {"fused": 0, "python": 0}
+
+    def __call__(self, unit: tuple) -> tuple[np.ndarray, tuple]:
+        index, _, epoch, source, record, label = unit
+        start = time.perf_counter()
+        reader = self.readers[source]
+        fields = reader[record].fields
+        read = time.perf_counter() - start
+        sample = self.processor.plan(fields, label, record, reader.path, reader.arrays, LazyRng(self.seed, epoch,
+                                                                                                 source, record))
+        planned = time.perf_counter()
+        image = self._fused(sample, fields, index)
+        fused = image is not None
+        if not fused:
+            pixels, target, dense = self.processor.output(sample)
+            image = self._slot(index, pixels.shape, pixels.dtype)
+            image[...] = pixels
+            decoded = decode_seconds()
+        else:
+            decoded = time.perf_counter() - planned  # the C call: decode, resample and convert
+            target, dense = self.processor.target(sample)
+        with self.lock:
+            self.counts["fused" if fused else "python"] += 1
+        if self.profile is not None:
+            self.profile.sample(read, decoded, time.perf_counter() - start)
+        return image, (target, dense)
+
+    def _fused(self, sample: Sample, fields: dict[str, Any], index: int) -> np.ndarray | None:
+        """The sample's image made by one C call, in its slot; None where the Python path must make it."""
+        plan = sample.fused_plan()
+        if plan is None or len(self.mean) not in (0, 1, self.channels) or len(self.std) not in (0, 1, self.channels):
+            return None
+        reduction, region, geometry = plan
+        width, height = sample.size
+        shape = (self.channels, height, width) if self.processor.channel_first else (height, width, self.channels)
+        out = self._slot(index, shape, self.processor.dtype)
+        name = self.processor.field_name(fields, self.config.decode.image_field, "image_field", sample.record, "")
+        if not decoding.fused_sample(fields[name], self.channels, self.rgb, reduction, region, geometry, out,
+                                     self.processor.channel_first, self.mean, self.std):
+            return None
+        return out
+
+    def _slot(self, index: int, shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+        """Where sample ``index`` goes: its row of its batch's buffer (made by the batch's first sample to come)."""
+        if not self.slots:
+            return np.empty(shape, dtype)
+        batch, slot = divmod(index, self.group)
+        with self.lock:
+            buffer = self.batches.get(batch)
+            if buffer is None:
+                buffer = self.batches[batch] = aligned.empty((self.group, *shape), dtype)
+        if buffer.shape[1:] != shape or buffer.dtype != dtype:
+            return np.empty(shape, dtype)  # images of another size: the stream stacks them (or says why it cannot)
+        return buffer[slot]
+
+    def images(self, delivery: Delivery) -> np.ndarray | list[np.ndarray]:
+        """The delivery's batch buffer itself when its samples fill its first rows in order (no copy to stack them),
+        else the list of images. The buffer (and any of batches before it) leaves the job."""
+        items, arrays = delivery.items, delivery.arrays
+        batch, slot = divmod(items[0][0], self.group)
+        with self.lock:
+            buffer = self.batches.pop(batch, None)
+            for older in [b for b in self.batches if b < batch]:  # batches whose every sample failed
+                del self.batches[older]
+        if buffer is None or slot != 0 or any(unit[0] != items[0][0] + i for i, unit in enumerate(items)):
+            return arrays
+        start, step = buffer.ctypes.data, buffer[0].nbytes
+        if any(array.ctypes.data != start + i * step for i, array in enumerate(arrays)):
+            return arrays  # a sample of another size, made beside the buffer
+        return buffer[:len(items)]
+
+    def build(self) -> FusedSampleJob:
+        """A worker process's job: no batch buffers there (the executor copies each array into shared memory)."""
+        self.slots = False
+        return self
