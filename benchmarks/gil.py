@@ -10,7 +10,8 @@ Then one pass of each workload of benchmarks/loaders.py (W1: RandomResizedCrop 2
 shorter side 256 + centre crop 224; uint8 NHWC batches of 64 over the 250 ImageNet JPEGs repeated to
 --samples) per thread count. For each it prints img/s, the GIL-held share h, the GIL-held time per sample,
 and 1 / h at one thread: the most that any number of threads can speed the stream up, since the GIL-held
-parts of the samples run one at a time (the issue's target for W1: h <= 1/20, a bound of >= 20x).
+parts of the samples run one at a time (the issue's target for W1: h <= 1/20, a bound of >= 20x). Each
+workload runs on the Python path (fused=False) and, where this machine has it, the fused C path (fused=True).
 
     python benchmarks/gil.py [--samples 2000] [--threads 1,2] [--interval 200]
 """
@@ -74,13 +75,14 @@ def calibration(kind: str, seconds: float = 1.0) -> None:
     thread.join()
 
 
-def one_pass(db: str, samples: int, workload: str, threads: int) -> None:
+def one_pass(db: str, samples: int, workload: str, threads: int, fused: bool) -> None:
     with picpac.ImageStream(db, loop=False, batch=BATCH, threads=threads, dtype="uint8", order="NHWC",
-                            colorspace="BGR", shuffle=workload == "W1",
+                            colorspace="BGR", shuffle=workload == "W1", fused=fused,
                             transforms=picpac_transforms(workload)) as stream:
         n = sum(len(images) for images, _, _ in stream)
+    stats = stream.stats()
     assert n == samples, f"a pass delivered {n} of {samples} samples"
-    assert stream.stats()["path"] == "sample"
+    assert stats["path"] == "sample" and (stats["fused_reason"] is None) == fused, stats["fused_reason"]
 
 
 def main() -> int:
@@ -108,14 +110,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="picpac-gil-") as tmp:
         *_, db, note = prepare(tmp, args.samples, False)
         print(f"\ndata: {note}; batches of {BATCH}, {SIZE}x{SIZE} uint8")
+        paths = (False, True) if picpac.image.decoding.FUSED else (False,)
         for workload in ("W1", "W2"):
-            one_pass(db, args.samples, workload, counts[0])  # warm the page cache and the code
-            print(f"\n{workload}: threads  img/s   GIL-held share   GIL-held ms/sample   thread bound 1/share")
-            for threads in counts:
-                share, seconds = held_share(lambda: one_pass(db, args.samples, workload, threads), args.interval)
-                held = share * seconds / args.samples * 1e3
-                bound = f"{1 / share:6.1f}x" if threads == 1 and share > 0 else ""
-                print(f"    {threads:7d} {args.samples / seconds:7.0f}   {share:14.3f}   {held:18.3f}   {bound}")
+            one_pass(db, args.samples, workload, counts[0], paths[-1])  # warm the page cache and the code
+            print(f"\n{workload}: path    threads  img/s   GIL-held share   GIL-held ms/sample   thread bound 1/share")
+            for fused in paths:
+                for threads in counts:
+                    share, seconds = held_share(lambda: one_pass(db, args.samples, workload, threads, fused),
+                                                args.interval)
+                    held = share * seconds / args.samples * 1e3
+                    bound = f"{1 / share:6.1f}x" if threads == 1 and share > 0 else ""
+                    print(f"    {'fused' if fused else 'python':7s} {threads:7d} {args.samples / seconds:7.0f}   "
+                          f"{share:14.3f}   {held:18.3f}   {bound}")
     return 0
 
 

@@ -22,9 +22,15 @@ enum { COEF_BITS = 11, COEF_SCALE = 1 << COEF_BITS };
 #define VECTOR_CLONES
 #endif
 
-static uint8_t clip_u8(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
+static inline uint8_t clip_u8(int v) { return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v); }
 
-static uint8_t round_u8(float v) { return clip_u8((int)lrintf(v)); } /* saturate_cast<uchar>(float) */
+/* saturate_cast<uchar>(float): round half to even (the SSE conversion, inline; lrintf is a libm call) */
+#if defined(__x86_64__)
+#include <xmmintrin.h>
+static inline uint8_t round_u8(float v) { return clip_u8(_mm_cvt_ss2si(_mm_set_ss(v))); }
+#else
+static inline uint8_t round_u8(float v) { return clip_u8((int)lrintf(v)); }
+#endif
 
 /* -- INTER_AREA, both scales >= 1 -------------------------------------------------------------------------- */
 
@@ -251,25 +257,24 @@ int resize_u8(const Pixels *src, int interpolation, uint8_t *dst, size_t stride,
 
 enum { WARP_LANES = 16 };
 
-/* The warp's rows, with FMA the fused multiply-add (OpenCV's vector kernel fuses, its scalar tail does once). */
-#define WARP_ROWS(FMA)                                                                                                \
-    for (y = 0; y < height; y++) {                                                                                   \
-        float row_x = (float)y * M[1] + M[2], row_y = (float)y * M[4] + M[5];                                        \
-        uint8_t *out = dst + (size_t)y * stride;                                                                     \
-        for (x = 0; x < width; x++) {                                                                                \
-            /* OpenCV's AVX2 kernel maps 16 pixels at a time; its scalar loop does the rest another way */           \
-            int vector = x < width - width % WARP_LANES;                                                              \
-            float fx = vector ? FMA(M[0], (float)x, row_x) : FMA((float)x, M[0], (float)y * M[1]) + M[2];            \
-            float fy = vector ? FMA(M[3], (float)x, row_y) : FMA((float)x, M[3], (float)y * M[4]) + M[5];            \
-            int ix = (int)floorf(fx), iy = (int)floorf(fy), i;                                                       \
-            float p[4][3];                                                                                           \
-            fx -= (float)ix;                                                                                         \
-            fy -= (float)iy;                                                                                         \
-            if ((unsigned)(ix + 1) >= (unsigned)(w + 1) || (unsigned)(iy + 1) >= (unsigned)(h + 1)) {                \
-                for (k = 0; k < cn; k++)                                                                             \
-                    out[x * cn + k] = fill[k];                                                                       \
-                continue;                                                                                            \
+/* One output pixel from source pixel (ix, iy) and the fractions (fx, fy), with FMA the fused multiply-add: OpenCV's constant border and bilinear
+ * arithmetic (its vector kernel fuses each step). */
+#define WARP_PIXEL(FMA)                                                                                               \
+    do {                                                                                                             \
+        int i;                                                                                                       \
+        float p[4][3];                                                                                               \
+        if ((unsigned)(ix + 1) >= (unsigned)(w + 1) || (unsigned)(iy + 1) >= (unsigned)(h + 1)) {                    \
+            for (k = 0; k < cn; k++)                                                                                 \
+                out[x * cn + k] = fill[k];                                                                           \
+            break;                                                                                                   \
+        }                                                                                                            \
+        if ((unsigned)ix < (unsigned)(w - 1) && (unsigned)iy < (unsigned)(h - 1)) {                                  \
+            const uint8_t *q = s->data + (size_t)iy * s->stride + (size_t)ix * cn;                                   \
+            for (k = 0; k < cn; k++) {                                                                               \
+                p[0][k] = q[k], p[1][k] = q[cn + k];                                                                 \
+                p[2][k] = q[s->stride + k], p[3][k] = q[s->stride + cn + k];                                         \
             }                                                                                                        \
+        } else {                                                                                                     \
             for (i = 0; i < 4; i++) {                                                                                \
                 int px = ix + (i & 1), py = iy + (i >> 1);                                                           \
                 int inside = (unsigned)px < (unsigned)w && (unsigned)py < (unsigned)h;                               \
@@ -277,29 +282,66 @@ enum { WARP_LANES = 16 };
                 for (k = 0; k < cn; k++)                                                                             \
                     p[i][k] = inside ? q[k] : fill[k];                                                               \
             }                                                                                                        \
-            for (k = 0; k < cn; k++) {                                                                               \
-                float v0 = FMA(fx, p[1][k] - p[0][k], p[0][k]), v1 = FMA(fx, p[3][k] - p[2][k], p[2][k]);            \
-                out[x * cn + k] = round_u8(FMA(fy, v1 - v0, v0));                                                    \
+        }                                                                                                            \
+        for (k = 0; k < cn; k++) {                                                                                   \
+            float v0 = FMA(fx, p[1][k] - p[0][k], p[0][k]), v1 = FMA(fx, p[3][k] - p[2][k], p[2][k]);                \
+            out[x * cn + k] = round_u8(FMA(fy, v1 - v0, v0));                                                        \
+        }                                                                                                            \
+    } while (0)
+
+/* The warp's rows. OpenCV's AVX2 kernel maps 16 pixels at a time (x * M0 fused into the row's start) and its
+ * scalar loop does the rest of a row another way. An axis-aligned map (M1 = M3 = 0) gives every row the same
+ * columns and every column of a row the same y: those are computed once. */
+#define WARP_ROWS(FMA, FLOOR)                                                                                         \
+    if (M[1] == 0.f && M[3] == 0.f && columns != NULL) {                                                             \
+        int *column = (int *)(columns + width);                                                                      \
+        for (x = 0; x < width; x++) {                                                                                \
+            float fx = x < width - width % WARP_LANES ? FMA(M[0], (float)x, M[2]) : FMA((float)x, M[0], 0.f) + M[2];  \
+            column[x] = (int)FLOOR(fx);                                                                              \
+            columns[x] = fx - (float)column[x];                                                                      \
+        }                                                                                                            \
+        for (y = 0; y < height; y++) {                                                                               \
+            float row_y = (float)y * M[4] + M[5];                                                                    \
+            int iy = (int)FLOOR(row_y);                                                                              \
+            uint8_t *out = dst + (size_t)y * stride;                                                                 \
+            for (x = 0; x < width; x++) {                                                                            \
+                int ix = column[x];                                                                                  \
+                float fx = columns[x], fy = row_y - (float)iy;                                                       \
+                WARP_PIXEL(FMA);                                                                                     \
+            }                                                                                                        \
+        }                                                                                                            \
+    } else {                                                                                                         \
+        for (y = 0; y < height; y++) {                                                                               \
+            float row_x = (float)y * M[1] + M[2], row_y = (float)y * M[4] + M[5];                                    \
+            uint8_t *out = dst + (size_t)y * stride;                                                                 \
+            for (x = 0; x < width; x++) {                                                                            \
+                int vector = x < width - width % WARP_LANES, ix, iy;                                                  \
+                float fx = vector ? FMA(M[0], (float)x, row_x) : FMA((float)x, M[0], (float)y * M[1]) + M[2];        \
+                float fy = vector ? FMA(M[3], (float)x, row_y) : FMA((float)x, M[3], (float)y * M[4]) + M[5];        \
+                ix = (int)FLOOR(fx), iy = (int)FLOOR(fy);                                                            \
+                fx -= (float)ix, fy -= (float)iy;                                                                    \
+                WARP_PIXEL(FMA);                                                                                     \
             }                                                                                                        \
         }                                                                                                            \
     }
 
 static inline __attribute__((always_inline)) void warp_soft(const Pixels *s, const float *M, const uint8_t *fill,
-                                                            uint8_t *dst, size_t stride, int width, int height, int cn) {
+                                                            uint8_t *dst, size_t stride, int width, int height, int cn,
+                                                            float *columns) {
     int w = s->width, h = s->height, x, y, k;
-    WARP_ROWS(fmaf)
+    WARP_ROWS(fmaf, floorf)
 }
 
 #if defined(__GNUC__) && defined(__x86_64__)
 __attribute__((target("fma"))) static void warp_fma(const Pixels *s, const float *M, const uint8_t *fill, uint8_t *dst,
-                                                    size_t stride, int width, int height, int cn) {
+                                                    size_t stride, int width, int height, int cn, float *columns) {
     int w = s->width, h = s->height, x, y, k;
     if (cn == 3) {
         cn = 3;
-        WARP_ROWS(__builtin_fmaf)
+        WARP_ROWS(__builtin_fmaf, __builtin_floorf)
     } else {
         cn = 1;
-        WARP_ROWS(__builtin_fmaf)
+        WARP_ROWS(__builtin_fmaf, __builtin_floorf)
     }
 }
 
@@ -307,8 +349,8 @@ static int has_fma(void) { return __builtin_cpu_supports("fma"); }
 int resample_exact(void) { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"); }
 #else
 static void warp_fma(const Pixels *s, const float *M, const uint8_t *fill, uint8_t *dst, size_t stride, int width,
-                     int height, int cn) {
-    warp_soft(s, M, fill, dst, stride, width, height, cn);
+                     int height, int cn, float *columns) {
+    warp_soft(s, M, fill, dst, stride, width, height, cn, columns);
 }
 static int has_fma(void) { return 0; }
 int resample_exact(void) { return 0; }
@@ -317,7 +359,7 @@ int resample_exact(void) { return 0; }
 void warp_u8(const Pixels *s, const double m[6], const uint8_t fill[4], uint8_t *dst, size_t stride, int width,
              int height) {
     double a = m[0], b = m[1], c = m[3], e = m[4], det = a * e - b * c, inv[6];
-    float M[6];
+    float M[6], *columns;
     int i;
     det = det != 0 ? 1. / det : 0.;
     inv[0] = e * det;
@@ -328,10 +370,13 @@ void warp_u8(const Pixels *s, const double m[6], const uint8_t fill[4], uint8_t 
     inv[5] = -inv[3] * m[2] - inv[4] * m[5];
     for (i = 0; i < 6; i++)
         M[i] = (float)inv[i];
+    /* each column's fraction and source column (NULL: the general loop, which needs none) */
+    columns = malloc((sizeof(float) + sizeof(int)) * (size_t)width);
     if (has_fma())
-        warp_fma(s, M, fill, dst, stride, width, height, s->channels);
+        warp_fma(s, M, fill, dst, stride, width, height, s->channels, columns);
     else
-        warp_soft(s, M, fill, dst, stride, width, height, s->channels);
+        warp_soft(s, M, fill, dst, stride, width, height, s->channels, columns);
+    free(columns);
 }
 
 void flip_u8(const Pixels *s, int code, uint8_t *dst, size_t stride) {
