@@ -54,6 +54,15 @@ def _int(low: int | None = None, high: int | None = None) -> Callable[[str, Any]
     return check
 
 
+def _workers(name: str, value: Any) -> int | str:
+    """An int in [1, MAX_WORKERS], or 'auto' (workers.choose measures the count and the backend)."""
+    if isinstance(value, str) and value.lower() == "auto":
+        return "auto"
+    if isinstance(value, str):
+        raise PicPacTypeError(f"config key {name!r} must be an int in [1, {MAX_WORKERS}] or 'auto', got {value!r}")
+    return _int(1, MAX_WORKERS)(name, value)
+
+
 def _float(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise PicPacTypeError(f"config key {name!r} must be a number, got {value!r}")
@@ -267,7 +276,7 @@ class Order:
 class Parallelism:
     """How the work runs: the executor, its workers, how far ahead, and what it does with failures."""
 
-    workers: int | None = key(None, _int(1, MAX_WORKERS))
+    workers: int | str | None = key(None, _workers)
     preload: int | None = key(None, _int(1, MAX_BATCH))
     backend: str = key("thread", _choice("thread", "process"))
     start_method: str = key("spawn", _choice("spawn", "fork"))

@@ -69,7 +69,7 @@ class FusedSampleJob(SampleJob):
 
     def __call__(self, unit: tuple) -> tuple[np.ndarray, tuple]:
         index, _, epoch, source, record, label = unit
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         reader = self.readers[source]
         fields = reader[record].fields
         read = time.perf_counter() - start
@@ -89,7 +89,7 @@ class FusedSampleJob(SampleJob):
         with self.lock:
             self.counts["fused" if fused else "python"] += 1
         if self.profile is not None:
-            self.profile.sample(read, decoded, time.perf_counter() - start)
+            self.profile.sample(read, decoded, time.perf_counter() - start, time.thread_time() - cpu)
         return image, (target, dense)
 
     def _fused(self, sample: Sample, fields: dict[str, Any], index: int) -> np.ndarray | None:

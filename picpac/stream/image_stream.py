@@ -24,10 +24,11 @@ from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_job import BatchJob, batch_plan
 from .config import StreamConfig
-from .job import Job, Pool, capacity
+from .job import Job, Pool, capacity, default_workers
 from .position import Keys, Position, load_state_dict, state_dict
 from .processor import Processor
 from .fused_job import FusedSampleJob, fused_reason
+from .workers import Choice, choose
 from .sample_job import Profile, SampleJob
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
@@ -88,6 +89,15 @@ class _Pipeline:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
             name = c.decode.image_field
             self.fused_reason = fused_reason(c, any(name in reader.arrays for reader in self._readers))
+            self.workers_reason = None
+            if p.workers == "auto":  # measured now, and the config says what was chosen from here on
+                if plan is None:
+                    job_type = FusedSampleJob if self.fused_reason is None else SampleJob
+                    choice = choose(job_type, self._readers, c, self.pool)
+                else:
+                    choice = Choice(default_workers(), p.backend, 0.0, "the batch path (vectorised NumPy)")
+                self.config = c = c.replace(workers=choice.workers, backend=choice.backend)
+                p, self.workers_reason = c.parallelism, choice.reason
             if plan is not None:
                 self.job: Job = BatchJob(self._readers, c, self.pool, self.processor, plan)
             elif self.fused_reason is None:
@@ -101,7 +111,9 @@ class _Pipeline:
         self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
                       "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
-                      "fused_reason": self.fused_reason if plan is None else "the batch path runs"}
+                      "fused_reason": self.fused_reason if plan is None else "the batch path runs",
+                      "worker_count": capacity(c)[0], "backend": c.parallelism.backend,
+                      "workers_reason": self.workers_reason}
 
     # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
     def _build_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -402,7 +414,7 @@ class ImageStream:
         self._current: Iterator[Batch] | None = None  # the batches next() draws from
         self._active: weakref.ref | None = None  # the newest batches, to stop them when a new loop starts
         self._pipeline = _Pipeline(path, config)
-        self.config = config
+        self.config = self._pipeline.config  # workers='auto' resolved
 
     # -- the public protocol -----------------------------------------------------------------------
     def __iter__(self) -> Iterator[Batch]:

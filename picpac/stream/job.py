@@ -21,10 +21,26 @@ from .config import StreamConfig
 from .position import Keys
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def default_workers() -> int:
+    """The workers a stream runs unless told: one per core but one, which the consumer (the training loop,
+    which assembles the batches too) keeps; one on a single core."""
+    return max(1, usable_cores() - 1)
+
+
 def capacity(config: StreamConfig) -> tuple[int, int]:
-    """``(workers, preload)``: the workers a stream runs (``workers``, else one per core) and the samples it makes
-    ahead (``preload``, else 16 per worker and at least a batch)."""
-    workers = config.parallelism.workers or os.cpu_count() or 1
+    """``(workers, preload)``: the workers a stream runs (``workers``, else :func:`default_workers`; 'auto' is
+    resolved before a job is made, so it counts as the default here) and the samples it makes ahead (``preload``,
+    else 16 per worker and at least a batch)."""
+    workers = config.parallelism.workers
+    workers = workers if isinstance(workers, int) else default_workers()
     return workers, config.parallelism.preload or max(16 * workers, config.order.batch)
 
 

@@ -21,26 +21,30 @@ from .processor import LazyRng, Processor, decode_seconds
 
 class Profile:
     """Seconds per stage (profile=True): read, decode, transform summed over the workers, batch and
-    wait on the consumer, and each worker thread's busy time."""
+    wait on the consumer, and each worker thread's busy time and CPU time (``time.thread_time``) in samples: a
+    thread busy for longer than it ran waited, for the GIL or for a core."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.stages = dict.fromkeys(("read", "decode", "transform", "batch", "wait"), 0.0)
         self.workers: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self.processed = 0
 
-    def sample(self, read: float, decode: float, total: float) -> None:
+    def sample(self, read: float, decode: float, total: float, cpu: float) -> None:
         name = threading.current_thread().name
         with self.lock:
             self.stages["read"] += read
             self.stages["decode"] += decode
             self.stages["transform"] += total - read - decode
             self.workers[name] = self.workers.get(name, 0.0) + total
+            self.cpu[name] = self.cpu.get(name, 0.0) + cpu
             self.processed += 1
 
     def snapshot(self) -> dict[str, Any]:
         with self.lock:
-            return {"stages": dict(self.stages), "workers": dict(self.workers), "processed": self.processed}
+            return {"stages": dict(self.stages), "workers": dict(self.workers), "cpu": dict(self.cpu),
+                    "processed": self.processed}
 
 
 class SampleJob:
@@ -64,7 +68,7 @@ class SampleJob:
 
     def __call__(self, unit: tuple) -> tuple[np.ndarray, tuple]:
         _, _, epoch, source, record, label = unit
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.thread_time()
         rng = LazyRng(self.seed, epoch, source, record)
         cached = None if self.cache is None else self.cache.get((source, record))
         read = 0.0
@@ -77,7 +81,7 @@ class SampleJob:
         else:
             image, target, dense = self.processor.finish(cached.copy(), rng)
         if self.profile is not None:
-            self.profile.sample(read, decode_seconds(), time.perf_counter() - start)
+            self.profile.sample(read, decode_seconds(), time.perf_counter() - start, time.thread_time() - cpu)
         return image, (target, dense)
 
     def _keep(self, key: tuple[int, int], settled: Sample) -> Sample:

@@ -9,9 +9,12 @@ from typing import Any
 
 from ..errors import PicPacValueError
 from ..stream.image_stream import ImageStream
+from ..stream.job import usable_cores
 
 WORKER_STAGES = ("read", "decode", "transform")
 CONSUMER_STAGES = ("batch", "wait")
+RAN_FULLY = 0.75
+"""A worker thread on a core for less than this share of its time on samples was kept waiting."""
 
 
 def parse_value(text: str) -> Any:
@@ -50,23 +53,56 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
                 last_tick = now
         elapsed = time.perf_counter() - start
         stats = stream.stats()
-        workers = stream.config.parallelism.workers or os.cpu_count() or 1
-        backend = stream.config.parallelism.backend
+        workers, backend = stats["worker_count"], stats["backend"]
     if "stages" not in stats:
         raise PicPacValueError(f"stage times come from the per-sample path on threads; this stream runs the "
                                f"{stats.get('path', 'batch')} path with backend={backend!r} "
                                "(pass backend=thread vectorize=false to profile it)")
     stages = {k: stats["stages"][k] - warm["stages"][k] for k in stats["stages"]}
     busy = {k: v - warm["workers"].get(k, 0.0) for k, v in stats["workers"].items()}
+    cpu = {k: v - warm["cpu"].get(k, 0.0) for k, v in stats["cpu"].items()}
+    counts = {k: stats.get(k, 0) - warm.get(k, 0) for k in ("fused_samples", "python_samples")}
     measured = backend != "process"
     """With backend=process the stage clocks run in the worker processes and are not sent back: only the
     consumer's time in next() (waiting for batches and assembling them) is measured, here."""
     if not measured:
         stages = {**dict.fromkeys(WORKER_STAGES), "batch": None, "wait": None}
-        busy = {}
+        busy, cpu = {}, {}
     return {"samples": samples, "seconds": elapsed, "rate": samples / elapsed, "stages": stages, "busy": busy,
-            "workers": workers, "processed": stats["processed"] - warm["processed"], "backend": backend,
-            "workers_measured": measured, "in_next": in_next}
+            "cpu": cpu, "cores": usable_cores(), "workers": workers, "processed": stats["processed"] - warm["processed"],
+            "backend": backend, "workers_measured": measured, "in_next": in_next, "path": stats["path"],
+            "fused_reason": stats["fused_reason"], **counts, "workers_reason": stats["workers_reason"]}
+
+
+def path(result: dict[str, Any]) -> str:
+    """Which way the samples went, in words: the batch path, the fused C path (and how many of the samples), or
+    Python and why."""
+    if result["path"] == "batch":
+        return "batch (whole batches of array records in NumPy)"
+    if result["fused_reason"] is not None:
+        return f"Python per sample (no fused C path: {result['fused_reason']})"
+    if result["backend"] == "process":
+        return "fused C, one call per sample (in the worker processes, which keep their counts of samples)"
+    fused, python = result["fused_samples"], result["python_samples"]
+    return (f"fused C, one call per sample without the GIL: {fused:,} of {fused + python:,} samples "
+            f"({python:,} took the Python path: not JPEG, or a step that reads the pixels)")
+
+
+def gil_bound(result: dict[str, Any]) -> str | None:
+    """Why the worker threads are held back by the GIL, or None: from each thread's CPU time against its time on
+    samples. Threads that ran on a core for much less of that time than they spent, while cores stood idle,
+    waited for the GIL (with more threads than free cores, they may wait for a core instead)."""
+    busy, cpu = sum(result["busy"].values()), sum(result["cpu"].values())
+    if len(result["busy"]) < 2 or busy <= 0:
+        return None
+    ran, used = cpu / busy, cpu / result["seconds"]
+    if ran >= RAN_FULLY or used > result["cores"] - 1 + 0.5:
+        return None
+    fix = "the fused C path" if result["fused_reason"] is not None else "fewer Python steps per sample"
+    why = f" ({result['fused_reason']})" if result["fused_reason"] is not None else ""
+    return (f"the GIL: the worker threads ran on a core only {ran:.0%} of the time they spent on samples and used "
+            f"{used:.1f} of {result['cores']} cores, so they queued for the GIL; more threads will not help. Fix: "
+            f"{fix}{why}, or backend=process (workers=auto measures this and picks)")
 
 
 def bound(result: dict[str, Any]) -> str:
@@ -82,6 +118,9 @@ def bound(result: dict[str, Any]) -> str:
     if wait_share < 0.1:
         return (f"the consumer: it waited only {wait_share:.0%} of the time, so batching "
                 "(or the code using the batches) sets the pace; more threads will not help")
+    gil = gil_bound(result)
+    if gil is not None:
+        return gil
     worker = max(WORKER_STAGES, key=lambda k: result["stages"][k])
     busy = sum(result["busy"].values()) / max(1, len(result["busy"])) / result["seconds"]
     more = "more threads may help" if busy < 0.8 else "the workers are busy: more cores or less work per sample"
@@ -92,7 +131,9 @@ def report(result: dict[str, Any]) -> str:
     """The human-readable report of one measurement."""
     per = max(1, result["processed"])
     lines = [f"throughput: {result['rate']:,.0f} img/s ({result['samples']:,} samples in "
-             f"{result['seconds']:.1f} s, {result['workers']} workers)"]
+             f"{result['seconds']:.1f} s, {result['workers']} workers)", f"path: {path(result)}"]
+    if result["workers_reason"]:
+        lines.append(f"workers=auto: {result['backend']}, {result['workers']} workers: {result['workers_reason']}")
     if not result.get("workers_measured", True):
         lines.append(f"time per sample (ms): workers: not measured (backend={result['backend']}: their stage "
                      "clocks run in the worker processes); consumer: waiting for and assembling batches "
@@ -104,8 +145,9 @@ def report(result: dict[str, Any]) -> str:
     consumer_ms = ", ".join(f"{k} {1000 * result['stages'][k] / max(1, result['samples']):.3f}"
                             for k in CONSUMER_STAGES)
     lines.append(f"time per sample (ms): workers: {worker_ms}; consumer: {consumer_ms}")
-    shares = ", ".join(f"{name} {seconds / result['seconds']:.0%}" for name, seconds in sorted(result["busy"].items()))
-    lines.append(f"worker busy: {shares}")
+    shares = ", ".join(f"{name} {seconds / result['seconds']:.0%} (ran {result['cpu'][name] / max(seconds, 1e-9):.0%})"
+                       for name, seconds in sorted(result["busy"].items()))
+    lines.append(f"worker busy (and the share of it on a core): {shares}")
     lines.append(f"bound by: {bound(result)}")
     return "\n".join(lines)
 
@@ -114,7 +156,7 @@ def auto_threads(db: str, config: Mapping[str, Any], seconds: float,
                  echo: Callable[[str], Any]) -> tuple[int, dict[str, Any]]:
     """Try 1, 2, ... up to twice the cores; the thread count with the best throughput and its result."""
     best: tuple[int, dict[str, Any]] | None = None
-    for threads in range(1, 2 * (os.cpu_count() or 1) + 1):
+    for threads in range(1, 2 * usable_cores() + 1):
         result = measure(db, {**config, "threads": threads}, seconds)
         echo(f"threads {threads}: {result['rate']:,.0f} img/s")
         if best is None or result["rate"] > best[1]["rate"]:

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 
 from picpac.stream.config import StreamConfig
-from picpac.stream.job import Part, Pool, capacity
+from picpac.stream import job
+from picpac.stream.job import Part, Pool, capacity, usable_cores
 
 
 def config(**keys) -> StreamConfig:
@@ -27,14 +28,19 @@ def test_capacity_given(keys, want):
     assert capacity(config(**keys)) == want
 
 
-def test_capacity_defaults_to_one_worker_per_core(monkeypatch):
-    assert capacity(config()) == (os.cpu_count(), 16 * os.cpu_count())
-    monkeypatch.setattr(os, "cpu_count", lambda: 7)
+def test_capacity_defaults_to_a_worker_per_core_but_the_consumers(monkeypatch):
+    assert capacity(config()) == (max(1, usable_cores() - 1), 16 * max(1, usable_cores() - 1))
+    monkeypatch.setattr(job, "usable_cores", lambda: 8)
     assert capacity(config()) == (7, 112)
     assert capacity(config(batch=200)) == (7, 200)
     assert capacity(config(preload=3)) == (7, 3)
-    monkeypatch.setattr(os, "cpu_count", lambda: None)  # unknown: one
+    assert capacity(config(workers=8)) == (8, 128)
+    monkeypatch.setattr(job, "usable_cores", lambda: 1)  # one core: one worker all the same
     assert capacity(config()) == (1, 16)
+
+
+def test_usable_cores_are_this_process_s_affinity():
+    assert usable_cores() == (len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count())
 
 
 def test_pool_is_frozen():

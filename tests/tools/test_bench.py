@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac.tools.bench import measure, parse_settings
+from picpac.image.decoding import FUSED
+from picpac.stream.job import usable_cores
+from picpac.tools.bench import bound, gil_bound, measure, parse_settings, path, report
 
 
 @pytest.fixture(scope="module")
@@ -75,12 +77,49 @@ def test_process_backend_says_its_stage_times_are_not_measured(db):
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert re.fullmatch(r"throughput: [\d,]+ img/s \([\d,]+ samples in [\d.]+ s, 2 workers\)", lines[0])
+    assert lines[1].startswith("path: ")
     assert re.fullmatch(r"time per sample \(ms\): workers: not measured \(backend=process: their stage clocks run in "
-                        r"the worker processes\); consumer: waiting for and assembling batches [\d.]+", lines[1])
-    assert lines[2] == "worker busy: not measured"
+                        r"the worker processes\); consumer: waiting for and assembling batches [\d.]+", lines[2])
+    assert lines[3] == "worker busy: not measured"
     # a bound only from what was measured: never a worker stage
     assert re.fullmatch(r"bound by: the workers \(the consumer spent \d+% of the time waiting for batches\); which of "
                         r"their stages is not measured with backend=process: run with backend=thread to see it"
                         r"|bound by: the consumer: it spent only \d+% of the time waiting for batches, so the code "
-                        r"using the batches sets the pace; more workers will not help", lines[3])
-    assert len(lines) == 4
+                        r"using the batches sets the pace; more workers will not help", lines[4])
+    assert len(lines) == 5
+
+
+def hold_the_gil(sample, rng):
+    """A Python step: about a millisecond of bytecode, all of it holding the GIL."""
+    sum(range(100_000))
+    return sample
+
+
+@pytest.mark.skipif(usable_cores() < 2, reason="two threads queue for the GIL only where two cores could run them")
+def test_threads_queued_for_the_gil_are_told_apart_from_slow_decoding(db):
+    """The Python path with a Python step on two threads: the threads run on a core for only part of their time
+    on samples, cores stand idle, and bench names the GIL and the fixes (not 'decode')."""
+    result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2, "fused": False,
+                               "transforms": [hold_the_gil]}, 2.0)
+    assert sum(result["cpu"].values()) / sum(result["busy"].values()) < 0.75
+    said = bound(result)
+    assert said.startswith("the GIL: the worker threads ran on a core only ") and "backend=process" in said
+    assert "the fused C path (fused=False)" in said
+    assert path(result) == "Python per sample (no fused C path: fused=False)"
+    lines = report(result).splitlines()
+    assert lines[1] == "path: Python per sample (no fused C path: fused=False)"
+    assert re.fullmatch(r"worker busy \(and the share of it on a core\): picpac-stream_0 \d+% \(ran \d+%\), "
+                        r"picpac-stream_1 \d+% \(ran \d+%\)", lines[3])
+
+
+def test_one_thread_never_blames_the_gil(db):
+    result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 1, "fused": False,
+                               "transforms": [hold_the_gil]}, 1.0)
+    assert gil_bound(result) is None and not bound(result).startswith("the GIL")
+
+
+@pytest.mark.skipif(not FUSED, reason="the fused C path needs picpac's C extension on x86-64 with AVX2 and FMA")
+def test_the_report_says_how_many_samples_took_the_fused_path(db):
+    result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2}, 1.0)
+    assert result["fused_reason"] is None and result["python_samples"] == 0 and result["fused_samples"] > 0
+    assert path(result).startswith(f"fused C, one call per sample without the GIL: {result['fused_samples']:,} of ")

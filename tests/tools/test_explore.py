@@ -485,10 +485,12 @@ def test_a_reply_is_read_within_its_bound_and_stderr_to_its_tail():
 @pytest.mark.parametrize("mib", [64, 200])
 def test_a_run_over_its_memory_limit_is_answered_naming_the_limit(server, monkeypatch, mib):
     """Outputs of 4000x3000 (two of 36 MB each, and their copies) pass the estimate and a run's memory cap does
-    not hold them: OpenCV's allocation (64 MiB) or NumPy's (200 MiB) fails, a failure inside the stream."""
+    not hold them: OpenCV's allocation (64 MiB) or NumPy's (200 MiB, on the Python path, whose per-sample arrays
+    are stacked into a batch: the fused path writes each sample into its batch and needs less) fails, a failure
+    inside the stream."""
     monkeypatch.setattr(augment, "MAX_RUN_BYTES", mib << 20)  # read at each run
     status, body, _ = server.get(augment_path(json.dumps({"batch": 2, "seed": mib, "resize_width": 4000,
-                                                          "resize_height": 3000})))
+                                                          "resize_height": 3000, "fused": mib != 200})))
     message = error_of(body)
     assert status == 400 and message.startswith("the stream failed: "), message
     assert message.endswith(f"(the run is over the explorer's memory limit of {mib} MiB)"), message

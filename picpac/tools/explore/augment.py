@@ -80,7 +80,7 @@ pert_color1: 20
 
 ALLOWED = frozenset({
     "seed", "batch", "shuffle", "reshuffle", "split", "split_fold", "split_negate", "stratify", "oversample",
-    "channels", "reduced_decode", "region_decode", "max_pixels", "resize_width", "resize_height", "min_size",
+    "channels", "reduced_decode", "region_decode", "fused", "max_pixels", "resize_width", "resize_height", "min_size",
     "max_size", "crop_width", "crop_height", "round_div", "round_mod", "perturb", "pert_color1", "pert_color2",
     "pert_color3", "pert_colorspace", "pert_angle", "pert_min_scale", "pert_max_scale", "pert_hflip",
     "pert_vflip", "pert_border", "transforms", "annotate", "anno_type", "anno_min_ratio", "point_radius",
