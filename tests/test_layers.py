@@ -213,8 +213,9 @@ def test_relative_imports_are_resolved():
     assert "image" in imports_of(PACKAGE / "tools" / "verify.py")
 
 
-WHOLE_PACKAGE = {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples"}
-"""Tests of the package as a whole, in tests/ itself."""
+WHOLE_PACKAGE = {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples",
+                 "test_benchmarks"}
+"""Tests of the package as a whole (and the benchmarks the suite runs as smoke tests), in tests/ itself."""
 
 
 def mirrored_names(folder: Path) -> set[str]:

@@ -1,0 +1,33 @@
+"""The benchmarks that the suite runs as smoke tests (not timed): benchmarks/train_feed.py on the CPU with a tiny
+model, every feed, a few steps, checking that it trains on each and prints the table."""
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from helpers import SHARED_DATA
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_train_feed_runs_every_feed_on_the_cpu():
+    pytest.importorskip("torch")
+    pytest.importorskip("PIL")
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_feed.py"), "--model", "tiny", "--batch", "8",
+                          "--steps", "3", "--warm", "1", "--samples", "64", "--workers", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "model tiny on CPU (a smoke test: rates mean nothing), batch 8, 3 steps after 1" in out.stdout
+    table = out.stdout[out.stdout.index("\nfeed "):].splitlines()[2:]
+    names = [re.split(r"\s{2,}", line)[0] for line in table]
+    assert names == ["synthetic (one batch on the device)", "picpac threads 1 + DevicePrefetcher",
+                     "picpac backend=process 1 + DevicePrefetcher", "DataLoader + cv2, 1 workers",
+                     "DataLoader + PIL, 1 workers"]
+    for line in table:
+        rate, wait, ratio = re.search(r"([\d,]+)\s+(\d+)%\s+([\d.]+)x$", line).groups()
+        assert int(rate.replace(",", "")) > 0 and 0 <= int(wait) <= 100 and float(ratio) > 0
+    assert table[0].endswith("1.00x")
