@@ -25,7 +25,10 @@ functions by own time are printed (--no-profile skips it).
 torch and Pillow are not picpac dependencies: pip install torch==2.13.0 pillow (exit 2 without them).
 
     python benchmarks/loaders.py [--samples 2000] [--repeats 3] [--large] [--contenders ...] [--no-profile]
-                                 [--baseline CHECKOUT]
+                                 [--baseline CHECKOUT] [--one-core]
+
+--one-core prints only issue 27's line instead: one-core cv2.imdecode + cv2.resize to 224x224 against
+ImageStream(threads=1 and 2, resize 224x224, uint8) on the fused C path and on the Python path (fused=False).
 
 --baseline CHECKOUT adds (e): the same picpac pass with the picpac package of another checkout (say a git
 worktree of an earlier commit, its extension built or copied in place), interleaved with the others over the
@@ -360,6 +363,51 @@ def decode_rates(jpegs: list[bytes]) -> tuple[float, float]:
     return len(jpegs) / (t1 - t0), len(jpegs) / (t2 - t1)
 
 
+def bare_loop(jpegs: list[bytes]) -> float:
+    """One-core img/s of the plainest loop: cv2.imdecode + cv2.resize to SIZE x SIZE (INTER_AREA), no batches."""
+    threads = cv2.getNumThreads()
+    cv2.setNumThreads(1)
+    try:
+        t0 = time.perf_counter()
+        for data in jpegs:
+            cv2.resize(cv2_decode(data), (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+        return len(jpegs) / (time.perf_counter() - t0)
+    finally:
+        cv2.setNumThreads(threads)
+
+
+def resize_rate(db: str, samples: int, threads: int, fused: bool) -> float:
+    """img/s of one ImageStream pass decoding and resizing to SIZE x SIZE, uint8 (the bare loop's work)."""
+    t0 = time.perf_counter()
+    with picpac.ImageStream(db, loop=False, shuffle=False, batch=BATCH, threads=threads, dtype="uint8",
+                            order="NHWC", colorspace="BGR", resize_width=SIZE, resize_height=SIZE,
+                            fused=fused) as stream:
+        n = sum(len(images) for images, _, _ in stream)
+    assert n == samples, f"a pass delivered {n} of {samples} samples"
+    return n / (time.perf_counter() - t0)
+
+
+def one_core(jpegs: list[bytes], db: str, samples: int, repeats: int) -> None:
+    """Issue 27 item 1: ImageStream(threads=1, 2) against the one-core bare loop, fused and Python paths, one run."""
+    paths = [("fused", True)] * picpac.image.decoding.FUSED + [("python", False)]
+    rows: dict[str, list[float]] = {}
+    for _ in range(repeats):  # interleaved: background load hits every row alike
+        rows.setdefault("bare loop", []).append(bare_loop(jpegs))
+        for name, fused in paths:
+            for threads in (1, 2):
+                rows.setdefault(f"{name} threads={threads}", []).append(resize_rate(db, samples, threads, fused))
+    med = {k: statistics.median(v) for k, v in rows.items()}
+    print(f"decode + resize to {SIZE}x{SIZE}, uint8, median of {repeats} (target threads=1 >= 0.95x, threads=2 >= "
+          f"1.8x the bare loop):")
+    print(f"  bare loop: cv2.imdecode + cv2.resize(INTER_AREA), one core   {med['bare loop']:7.0f} img/s")
+    for name, _ in paths:
+        for threads, target in ((1, 0.95), (2, 1.8)):
+            rate = med[f"{name} threads={threads}"]
+            ratio = rate / med["bare loop"]
+            print(f"  ImageStream {name:6s} threads={threads}   {rate:7.0f} img/s   {ratio:5.2f}x   target >= {target}   "
+                  f"{'PASS' if ratio >= target else 'FAIL'}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--samples", type=int, default=2000)
@@ -371,6 +419,8 @@ def main() -> int:
     ap.add_argument("--workloads", default="W1,W2", help="comma-separated subset of W1,W2")
     ap.add_argument("--no-profile", action="store_true", help="skip the cProfile of one picpac W1 pass")
     ap.add_argument("--baseline", metavar="CHECKOUT", help="also run (d) with the picpac package of this checkout")
+    ap.add_argument("--one-core", action="store_true", help="only issue 27's line: ImageStream threads=1 and 2 "
+                    "(fused and Python paths) against the one-core imdecode + resize loop")
     args = ap.parse_args()
     if _MISSING is not None:
         print(f"benchmarks/loaders.py needs PyTorch and Pillow, which are not picpac dependencies "
@@ -394,6 +444,9 @@ def main() -> int:
         t = time.perf_counter()
         paths, labels, jpegs, db, note = prepare(tmp, args.samples, args.large)
         print(f"data: {note} (prepared in {time.perf_counter() - t:.0f} s)")
+        if args.one_core:
+            one_core(jpegs, db, args.samples, args.repeats)
+            return 0
         print(f"machine: {os.cpu_count()} cores (os.cpu_count), Python {sys.version.split()[0]}, "
               f"torch {torch.__version__}, Pillow {Image.__version__}, OpenCV {cv2.__version__}, "
               f"numpy {np.__version__}, multiprocessing start method "

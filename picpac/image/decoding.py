@@ -29,12 +29,15 @@ except ImportError:  # built without libjpeg's headers: decode whole images with
 REGION_DECODE = _jpeg is not None
 """Whether this build decodes regions of JPEGs (the C extension picpac.image._jpeg was built)."""
 
-OPENCV_MATCHED = tuple(int(v) for v in cv2.__version__.split(".")[:2] if v.isdigit()) >= (5, 0)
-"""Whether this OpenCV resamples as the fused C path's kernels do (5.0; 4.x warps in fixed point)."""
+_OPENCV = tuple(int(v) for v in cv2.__version__.split(".")[:2] if v.isdigit())
 
-FUSED = _jpeg is not None and bool(getattr(_jpeg, "EXACT", 0)) and OPENCV_MATCHED
-"""Whether this build, CPU and OpenCV run :func:`fused_sample`: the C extension, on a CPU where OpenCV's kernels
-round as its own do (x86-64 with AVX2 and FMA), with OpenCV 5."""
+FUSED = _jpeg is not None and bool(getattr(_jpeg, "EXACT", 0))
+"""Whether this build and CPU run :func:`fused_sample`: the C extension, on a CPU where OpenCV's kernels round as
+its own do (x86-64 with AVX2 and FMA). Its resizes and flips give OpenCV's bytes (checked with 4.10, 4.11, 4.12, 5.0)."""
+
+FUSED_WARPS = FUSED and _OPENCV >= (5, 0)
+"""Whether its warps do too: OpenCV 5 warps in floating point as they do; 4.10 in fixed point (a sample whose
+geometry needs a warp takes the Python path there; 4.11 and 4.12 too)."""
 
 FUSED_DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.float32): 1}
 """The output dtypes :func:`fused_sample` writes, and their codes."""

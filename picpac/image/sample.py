@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 
 from ..errors import SampleError
-from .decoding import REDUCTIONS, Region
+from .decoding import FUSED_WARPS, REDUCTIONS, Region
 from .shapes import Shapes
 
 
@@ -290,12 +290,12 @@ _FUSED_RESIZE = {None: -1, cv2.INTER_LINEAR: 0, cv2.INTER_AREA: 1}
 
 def fused_geometry(plan: Plan, size: tuple[int, int], border: tuple[int, float]) -> tuple | None:
     """A :func:`resample_plan` as the 12 numbers of ``decoding.fused_sample``, or None where the C kernels do
-    not follow it (a border other than a constant number)."""
+    not follow it (a warp with a border other than a constant number, or with an OpenCV older than 5)."""
     if plan[0] == "slice":
         _, cut, resize, flip = plan
         return (1, *cut, _FUSED_RESIZE[resize], 2 if flip is None else flip, *size, 0, 0, 0)
     kind, fill = border
-    if kind != cv2.BORDER_CONSTANT or not isinstance(fill, (int, float)):
+    if kind != cv2.BORDER_CONSTANT or not isinstance(fill, (int, float)) or not FUSED_WARPS:
         return None
     _, shrink, m = plan
     value = min(255, max(0, int(np.rint(fill))))  # OpenCV's saturate_cast to uint8

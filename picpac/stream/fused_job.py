@@ -35,8 +35,6 @@ def fused_reason(config: StreamConfig, arrays: bool = False) -> str | None:
         return f"the image field {d.image_field!r} holds arrays (nothing to decode)"
     if not decoding.REGION_DECODE:
         return "picpac's C extension is not built (no libjpeg headers when it was installed)"
-    if not decoding.OPENCV_MATCHED:
-        return "OpenCV is older than 5.0, whose resampling the C kernels match byte for byte"
     if not decoding.FUSED:
         return "this CPU is not x86-64 with AVX2 and FMA, where the C kernels match OpenCV's bytes"
     if d.channels not in (1, 3):

@@ -78,7 +78,9 @@ def test_batches_are_byte_for_byte_those_of_the_python_path(imagenet, config):
     fused, stats = batches(imagenet, True, **config)
     assert_same(fused, python)
     assert plain["fused_reason"] == "fused=False" and stats["fused_reason"] is None
-    assert (stats["fused_samples"], stats["python_samples"]) == (250, 7)  # the PNGs and the padded JPEG
+    assert stats["fused_samples"] + stats["python_samples"] == 257
+    if decoding.FUSED_WARPS:  # (OpenCV 4 leaves the samples whose geometry needs a warp to the Python path)
+        assert (stats["fused_samples"], stats["python_samples"]) == (250, 7)  # the PNGs and the padded JPEG
 
 
 @fused_only
