@@ -33,11 +33,12 @@ _OPENCV = tuple(int(v) for v in cv2.__version__.split(".")[:2] if v.isdigit())
 
 FUSED = _jpeg is not None and bool(getattr(_jpeg, "EXACT", 0))
 """Whether this build and CPU run :func:`fused_sample`: the C extension, on a CPU where OpenCV's kernels round as
-its own do (x86-64 with AVX2 and FMA). Its resizes and flips give OpenCV's bytes (checked with 4.10, 4.11, 4.12, 5.0)."""
+its own do (x86-64 with AVX2 and FMA). Its resizes and flips give OpenCV's bytes (checked with OpenCV 4.10, 4.11,
+4.12 and 5.0)."""
 
 FUSED_WARPS = FUSED and _OPENCV >= (5, 0)
-"""Whether its warps do too: OpenCV 5 warps in floating point as they do; 4.10 in fixed point (a sample whose
-geometry needs a warp takes the Python path there; 4.11 and 4.12 too)."""
+"""Whether its warps do too: OpenCV 5 warps in floating point as they do, 4.x in fixed point (there a sample whose
+geometry needs a warp takes the Python path)."""
 
 FUSED_DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.float32): 1}
 """The output dtypes :func:`fused_sample` writes, and their codes."""

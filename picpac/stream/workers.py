@@ -2,9 +2,10 @@
 
 A few samples of the stream's own pool run on this thread first, timed as ``profile=True`` times them: the share
 of a sample's time spent outside reading and native code that releases the GIL (decoding, and on the fused path
-the whole C call) is ``held`` (an upper bound: OpenCV's transforms release it too); threads can run at most ``1 / held`` samples at once, however many there are. With one
-core kept for the consumer, ``n = cores - 1`` workers: threads when ``1 / held >= n``, else processes (which
-share no GIL), unless ``backend`` was given as 'thread' or the job cannot be sent to a process.
+the whole C call) is ``held`` (an upper bound: OpenCV's transforms release it too); threads can run at most
+``1 / held`` samples at once, however many there are. With one core kept for the consumer, ``n = cores - 1``
+workers: threads when ``1 / held >= n``, else processes (which share no GIL), unless ``backend`` was given as
+'thread' or the job cannot be sent to a process.
 """
 from __future__ import annotations
 

@@ -69,7 +69,8 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
         stages = {**dict.fromkeys(WORKER_STAGES), "batch": None, "wait": None}
         busy, cpu = {}, {}
     return {"samples": samples, "seconds": elapsed, "rate": samples / elapsed, "stages": stages, "busy": busy,
-            "cpu": cpu, "cores": usable_cores(), "workers": workers, "processed": stats["processed"] - warm["processed"],
+            "cpu": cpu, "cores": usable_cores(), "workers": workers,
+            "processed": stats["processed"] - warm["processed"],
             "backend": backend, "workers_measured": measured, "in_next": in_next, "path": stats["path"],
             "fused_reason": stats["fused_reason"], **counts, "workers_reason": stats["workers_reason"]}
 
