@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,8 @@ from ..file.reader import IndexedReader
 from ..image import decoding
 from ..image.sample import Sample
 from .config import StreamConfig
+from .job import Pool
+from .position import Keys
 from .processor import LazyRng, Processor, decode_seconds
 from .sample_job import Profile, SampleJob
 
@@ -118,6 +121,12 @@ class FusedSampleJob(SampleJob):
             return np.empty(shape, dtype)  # images of another size: the stream stacks them (or says why it cannot)
         return buffer[slot]
 
+    def units(self, keys: Keys, pool: Pool) -> Iterator[tuple]:
+        """SampleJob's units; a pass starts with no batch buffers (those of a pass left early are dropped)."""
+        with self.lock:
+            self.batches.clear()
+        yield from super().units(keys, pool)
+
     def images(self, delivery: Delivery) -> np.ndarray | list[np.ndarray]:
         """The delivery's batch buffer itself when its samples fill its first rows in order (no copy to stack them),
         else the list of images. The buffer (and any of batches before it) leaves the job."""
@@ -133,6 +142,11 @@ class FusedSampleJob(SampleJob):
         if any(array.ctypes.data != start + i * step for i, array in enumerate(arrays)):
             return arrays  # a sample of another size, made beside the buffer
         return buffer[:len(items)]
+
+    def path_counts(self) -> dict[str, int]:
+        """``fused_samples`` and ``python_samples``: how many samples took each path (this process's workers)."""
+        with self.lock:
+            return {f"{path}_samples": n for path, n in self.counts.items()}
 
     def build(self) -> FusedSampleJob:
         """A worker process's job: no batch buffers there (the executor copies each array into shared memory)."""

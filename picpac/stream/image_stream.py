@@ -487,7 +487,7 @@ class ImageStream:
         stats = self._pipeline.stats
         profile = self._pipeline.profile
         job = self._pipeline.job
-        counts = {f"{path}_samples": n for path, n in job.counts.items()} if isinstance(job, FusedSampleJob) else {}
+        counts = job.path_counts() if isinstance(job, FusedSampleJob) else {}
         return {**stats, "skipped_records": list(stats["skipped_records"]), **counts,
                 **(profile.snapshot() if profile is not None else {})}
 

@@ -154,3 +154,20 @@ def test_fused_reason_says_why_a_config_takes_the_python_path():
         assert "reduced_decode" in reason(region_decode=False)
     assert "holds arrays" in fused_reason(StreamConfig.from_dict({}), arrays=True)
 
+
+
+@fused_only
+def test_a_pass_left_early_leaves_no_buffer_behind(imagenet):
+    """Breaking out of a pass leaves the batches it was making; the next pass starts without them and gives what
+    the Python path gives after the same break."""
+    passes = []
+    for fused in (False, True):
+        with picpac.ImageStream(imagenet, loop=False, **{**W1, "batch": 16, "threads": 2, "fused": fused}) as stream:
+            for i, _ in enumerate(stream):
+                if i == 2:
+                    break
+            if fused:
+                assert stream._pipeline.job.batches  # batches in the making when the pass was left
+            passes.append([b[0].copy() for b in stream])
+    assert len(passes[0]) == len(passes[1]) == 17
+    assert all(np.array_equal(a, b) for a, b in zip(*passes))
