@@ -211,7 +211,10 @@ def _reads_inside(matrix: np.ndarray, out: tuple[int, int], source: tuple[int, i
 
 def _compose(outer: np.ndarray, inner: np.ndarray) -> np.ndarray:
     """The 2x3 affine map ``outer(inner(x))``."""
-    return np.hstack([outer[:, :2] @ inner[:, :2], (outer[:, :2] @ inner[:, 2] + outer[:, 2])[:, None]])
+    out = np.empty((2, 3))
+    np.matmul(outer[:, :2], inner[:, :2], out=out[:, :2])  # (into place: the same products as a new array's)
+    out[:, 2] = outer[:, :2] @ inner[:, 2] + outer[:, 2]
+    return out
 
 
 def _axis_window(matrix: np.ndarray, size: tuple[int, int]) -> tuple[float, float, float, float]:
