@@ -171,3 +171,14 @@ def test_a_pass_left_early_leaves_no_buffer_behind(imagenet):
             passes.append([b[0].copy() for b in stream])
     assert len(passes[0]) == len(passes[1]) == 17
     assert all(np.array_equal(a, b) for a, b in zip(*passes))
+
+
+def test_without_the_extension_every_sample_takes_the_python_path(imagenet, monkeypatch):
+    """A build without libjpeg's headers (no picpac.image._jpeg): the stream says why and runs SampleJob."""
+    monkeypatch.setattr(decoding, "REGION_DECODE", False)
+    monkeypatch.setattr(decoding, "FUSED", False)
+    with picpac.ImageStream(imagenet, loop=False, batch=32, resize_width=64, resize_height=64) as stream:
+        assert type(stream._pipeline.job).__name__ == "SampleJob"
+        assert stream.stats()["fused_reason"] == "picpac's C extension is not built (no libjpeg headers when it " \
+                                                 "was installed)"
+        assert sum(len(b[0]) for b in stream) == 257 and "fused_samples" not in stream.stats()
