@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -22,7 +22,7 @@ from ..file.reader import IndexedReader
 from ..image import decoding
 from ..image.sample import Sample
 from .config import StreamConfig
-from .job import Pool
+from .job import Part, Pool
 from .position import Keys
 from .processor import LazyRng, Processor, decode_seconds
 from .sample_job import Profile, SampleJob
@@ -87,11 +87,9 @@ class FusedSampleJob(SampleJob):
         else:
             decoded = time.perf_counter() - planned  # the C call: decode, resample and convert
             target, dense = self.processor.target(sample)
-        with self.lock:
-            self.counts["fused" if fused else "python"] += 1
         if self.profile is not None:
             self.profile.sample(read, decoded, time.perf_counter() - start, time.thread_time() - cpu)
-        return image, (target, dense)
+        return image, (target, dense, fused)
 
     def _fused(self, sample: Sample, fields: dict[str, Any], index: int) -> np.ndarray | None:
         """The sample's image made by one C call, in its slot; None where the Python path must make it."""
@@ -121,6 +119,18 @@ class FusedSampleJob(SampleJob):
             return np.empty(shape, dtype)  # images of another size: the stream stacks them (or says why it cannot)
         return buffer[slot]
 
+    def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
+        """SampleJob's parts, counting which path each sample took (in this process, whatever the executor)."""
+        return super().collect(self._counted(deliveries), real, skip)
+
+    def _counted(self, deliveries: Iterator[Delivery]) -> Iterator[Delivery]:
+        for delivery in deliveries:
+            fused = sum(extra[2] for extra in delivery.extras)
+            with self.lock:
+                self.counts["fused"] += fused
+                self.counts["python"] += len(delivery.extras) - fused
+            yield delivery._replace(extras=[extra[:2] for extra in delivery.extras])
+
     def units(self, keys: Keys, pool: Pool) -> Iterator[tuple]:
         """SampleJob's units; a pass starts with no batch buffers (those of a pass left early are dropped)."""
         with self.lock:
@@ -144,7 +154,7 @@ class FusedSampleJob(SampleJob):
         return buffer[:len(items)]
 
     def path_counts(self) -> dict[str, int]:
-        """``fused_samples`` and ``python_samples``: how many samples took each path (this process's workers)."""
+        """``fused_samples`` and ``python_samples``: how many of the samples delivered took each path."""
         with self.lock:
             return {f"{path}_samples": n for path, n in self.counts.items()}
 

@@ -112,8 +112,7 @@ class _Pipeline:
         self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
                       "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
                       "fused_reason": self.fused_reason if plan is None else "the batch path runs",
-                      "worker_count": capacity(c)[0], "backend": c.parallelism.backend,
-                      "workers_reason": self.workers_reason}
+                      "worker_count": capacity(c)[0], "workers_reason": self.workers_reason}
 
     # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
     def _build_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

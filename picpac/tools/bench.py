@@ -53,7 +53,7 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
                 last_tick = now
         elapsed = time.perf_counter() - start
         stats = stream.stats()
-        workers, backend = stats["worker_count"], stats["backend"]
+        workers, backend = stats["worker_count"], stream.config.parallelism.backend
     if "stages" not in stats:
         raise PicPacValueError(f"stage times come from the per-sample path on threads; this stream runs the "
                                f"{stats.get('path', 'batch')} path with backend={backend!r} "
@@ -82,8 +82,6 @@ def path(result: dict[str, Any]) -> str:
         return "batch (whole batches of array records in NumPy)"
     if result["fused_reason"] is not None:
         return f"Python per sample (no fused C path: {result['fused_reason']})"
-    if result["backend"] == "process":
-        return "fused C, one call per sample (in the worker processes, which keep their counts of samples)"
     fused, python = result["fused_samples"], result["python_samples"]
     return (f"fused C, one call per sample without the GIL: {fused:,} of {fused + python:,} samples "
             f"({python:,} took the Python path: not JPEG, or a step that reads the pixels)")

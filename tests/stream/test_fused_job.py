@@ -125,7 +125,8 @@ def test_the_process_backend_runs_the_fused_job_in_its_workers(imagenet, clean):
     python, _ = batches(imagenet, False, **config)
     fused, stats = batches(imagenet, True, **config)
     assert_same(fused, python)
-    assert stats["fused_reason"] is None
+    assert stats["fused_reason"] is None and stats["fused_samples"] + stats["python_samples"] == 257
+    assert stats["python_samples"] == 7  # counted here, from what the workers delivered
 
 
 @fused_only

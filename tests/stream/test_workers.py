@@ -50,7 +50,7 @@ def test_python_steps_that_hold_the_gil_get_processes(db, monkeypatch):
     config = {"batch": 8, "resize_width": 64, "resize_height": 48, "transforms": [hold_the_gil], "workers": "auto"}
     with picpac.ImageStream(db, loop=False, **config) as stream:
         stats = stream.stats()
-        assert (stats["backend"], stats["worker_count"]) == ("process", 15)
+        assert (stream.config.parallelism.backend, stats["worker_count"]) == ("process", 15)
         assert stream.config.parallelism.workers == 15 and stream.config.parallelism.backend == "process"
         held = float(stats["workers_reason"].split("%")[0]) / 100
         assert held > 0.5 and "15 worker processes (no shared GIL)" in stats["workers_reason"]
@@ -64,7 +64,8 @@ def test_a_given_thread_backend_gets_as_many_threads_as_the_gil_allows(db, monke
     with picpac.ImageStream(db, loop=False, **config) as stream:
         stats = stream.stats()
         held = float(stats["workers_reason"].split("%")[0]) / 100
-        assert stats["backend"] == "thread" and stats["worker_count"] == max(1, min(15, int(1 / held))) < 15
+        assert stream.config.parallelism.backend == "thread"
+        assert stats["worker_count"] == max(1, min(15, int(1 / held))) < 15
         assert "backend='thread' was given" in stats["workers_reason"]
 
 
@@ -74,7 +75,8 @@ def test_a_job_that_cannot_be_pickled_keeps_threads(db, monkeypatch):
               "transforms": [lambda sample, rng: hold_the_gil(sample, rng)]}  # a lambda: spawn cannot send it
     with picpac.ImageStream(db, loop=False, **config) as stream:
         stats = stream.stats()
-        assert stats["backend"] == "thread" and "processes cannot take this job" in stats["workers_reason"]
+        assert stream.config.parallelism.backend == "thread"
+        assert "processes cannot take this job" in stats["workers_reason"]
 
 
 @pytest.mark.skipif(not FUSED, reason="the fused C path needs picpac's C extension on x86-64 with AVX2 and FMA")
@@ -82,7 +84,7 @@ def test_the_fused_path_holds_the_gil_briefly_and_keeps_threads(db, monkeypatch)
     monkeypatch.setattr(workers, "default_workers", lambda: 7)  # an 8-core machine
     with picpac.ImageStream(db, loop=False, batch=8, resize_width=128, resize_height=96, workers="auto") as stream:
         stats = stream.stats()
-        assert (stats["backend"], stats["worker_count"]) == ("thread", 7), stats["workers_reason"]
+        assert (stream.config.parallelism.backend, stats["worker_count"]) == ("thread", 7), stats["workers_reason"]
         assert float(stats["workers_reason"].split("%")[0]) < 100 / 7
 
 
