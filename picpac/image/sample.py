@@ -226,9 +226,11 @@ def _axis_window(matrix: np.ndarray, size: tuple[int, int]) -> tuple[float, floa
 
 def _slice_window(window: tuple[float, float, float, float], size: tuple[int, int]) -> tuple[int, int, int, int] | None:
     """``window`` as integers when it is integer-aligned and inside a ``size`` = (w, h) array (a plain slice)."""
-    x0, y0, x1, y1 = cut = tuple(round(v) for v in window)
-    if all(abs(v - r) < 1e-6 for v, r in zip(window, cut)) and x0 >= 0 and y0 >= 0 and x1 <= size[0] and y1 <= size[1]:
-        return cut
+    u0, v0, u1, v1 = window  # (spelt out: this runs twice per sample on the fused path's planning)
+    x0, y0, x1, y1 = round(u0), round(v0), round(u1), round(v1)
+    if abs(u0 - x0) < 1e-6 and abs(v0 - y0) < 1e-6 and abs(u1 - x1) < 1e-6 and abs(v1 - y1) < 1e-6 and \
+            x0 >= 0 and y0 >= 0 and x1 <= size[0] and y1 <= size[1]:
+        return x0, y0, x1, y1
     return None
 
 

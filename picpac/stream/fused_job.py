@@ -24,7 +24,7 @@ from ..image.sample import Sample
 from .config import StreamConfig
 from .job import Part, Pool
 from .position import Keys
-from .processor import LazyRng, Processor, decode_seconds
+from .processor import LazyRng, Processor, decode_seconds, sample_rng
 from .sample_job import Profile, SampleJob
 
 
@@ -74,8 +74,10 @@ class FusedSampleJob(SampleJob):
         reader = self.readers[source]
         fields = reader[record].fields
         read = time.perf_counter() - start
-        sample = self.processor.plan(fields, label, record, reader.path, reader.arrays, LazyRng(self.seed, epoch,
-                                                                                                 source, record))
+        # a config with random steps draws for every sample: its generator at once, not through LazyRng's lookups
+        rng = sample_rng(self.seed, epoch, source, record) if self.processor.random else \
+            LazyRng(self.seed, epoch, source, record)
+        sample = self.processor.plan(fields, label, record, reader.path, reader.arrays, rng)
         planned = time.perf_counter()
         image = self._fused(sample, fields, index)
         fused = image is not None
