@@ -183,3 +183,25 @@ def test_without_the_extension_every_sample_takes_the_python_path(imagenet, monk
         assert stream.stats()["fused_reason"] == "picpac's C extension is not built (no libjpeg headers when it " \
                                                  "was installed)"
         assert sum(len(b[0]) for b in stream) == 257 and "fused_samples" not in stream.stats()
+
+
+@fused_only
+@pytest.mark.parametrize("task", ["detect", "keypoints"])
+def test_boxes_and_keypoints_follow_the_same_plan(tmp_path, task):
+    """Detection and keypoint tasks take the fused path too: the image in C, the shapes moved by the same maps."""
+    import json
+    path, rng = tmp_path / "shapes.picpac", np.random.default_rng(3)
+    with picpac.Writer(path) as w:
+        for i in range(24):
+            pixels = cv2.GaussianBlur(rng.integers(0, 256, (180, 240, 3), dtype=np.uint8), (7, 7), 2)
+            x, y = rng.uniform(0.1, 0.5, 2)
+            doc = {"shapes": [{"type": "rect", "geometry": {"x": x, "y": y, "width": 0.3, "height": 0.25}, "label": 1},
+                              {"type": "point", "geometry": {"x": x + 0.1, "y": y + 0.1}, "label": 2}]}
+            w.append(image=cv2.imencode(".jpg", pixels)[1].tobytes(), annotation=json.dumps(doc).encode(), label=i)
+    config = {"task": task, "annotate": "json", "batch": 8, "shuffle": True,
+              "transforms": [RandomResizedCrop(96, 80, scale=(0.5, 1)), Flip(horizontal=0.5, vertical=0.5)]}
+    python, _ = batches(path, False, **config)
+    fused, stats = batches(path, True, **config)
+    assert_same(fused, python)
+    assert (stats["fused_samples"], stats["python_samples"]) == (24, 0)
+    assert any(len(b[1][0]) for b in fused)  # shapes survive the crops
