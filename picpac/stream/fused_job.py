@@ -5,7 +5,8 @@ Planning is the Python path's own: decode (deferred), the geometry keys and the 
 pending map with the stream's RNG, without reading a pixel. The C call then decodes the JPEG region the map
 reads, resamples it with kernels that round as OpenCV rounds, converts it and writes it into the batch, so a
 batch is byte for byte what :class:`~.sample_job.SampleJob` makes. A sample whose plan the C call cannot follow
-(not a JPEG, CMYK, a rotation, a colour step that reads the pixels, a mask) takes the Python path there.
+(not a JPEG, CMYK, a colour step that reads the pixels, a mask, a warp with a border other than a constant or
+under OpenCV 4) takes the Python path there.
 """
 from __future__ import annotations
 
