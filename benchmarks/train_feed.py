@@ -80,24 +80,29 @@ def train(model: Any, batches: Iterator[tuple[Any, Any]], device: Any, steps: in
     return images_seen / seconds, waited / seconds
 
 
-def normalise(images: Any, labels: Any, device: Any) -> tuple[Any, Any]:
-    """A batch of uint8 NCHW or NHWC host tensors as normalised float32 channels_last on ``device``."""
+def normaliser(device: Any) -> Callable[[Any, Any], tuple[Any, Any]]:
+    """A batch of uint8 NCHW or NHWC host tensors as normalised float32 channels_last on ``device`` (the constants
+    made once, as DevicePrefetcher keeps them)."""
     import torch
-    if images.shape[-1] == 3:  # NHWC: the permuted view is channels_last already
-        images = images.permute(0, 3, 1, 2)
-    images = images.to(device, non_blocking=True).float()
     mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
     std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
-    images = ((images - mean) / std).contiguous(memory_format=torch.channels_last)
-    return images, labels.to(device, non_blocking=True).long() % 1000
+
+    def normalise(images: Any, labels: Any) -> tuple[Any, Any]:
+        if images.shape[-1] == 3:  # NHWC: the permuted view is channels_last already
+            images = images.permute(0, 3, 1, 2)
+        images = ((images.to(device, non_blocking=True).float() - mean) / std).contiguous(
+            memory_format=torch.channels_last)
+        return images, labels.to(device, non_blocking=True).long() % 1000
+    return normalise
 
 
 def synthetic(batch: int, device: Any) -> Iterator[tuple[Any, Any]]:
     import torch
     images = torch.randint(0, 256, (batch, 3, 224, 224), dtype=torch.uint8, device=device)
     labels = torch.randint(0, 1000, (batch,), device=device)
+    normalise = normaliser(device)
     while True:
-        yield normalise(images, labels, device)
+        yield normalise(images, labels)
 
 
 def picpac_feed(db: str, batch: int, workers: int, backend: str, device: Any) -> tuple[Iterator, Callable]:
@@ -121,9 +126,10 @@ def dataloader_feed(paths: list[str], labels: list[int], decoder: str, batch: in
     loader = DataLoader(FileDataset(paths, labels, decoder, "W1"), batch_size=batch, shuffle=True, drop_last=True,
                         num_workers=workers, pin_memory=device.type == "cuda", persistent_workers=True,
                         worker_init_fn=_worker_init, multiprocessing_context="spawn")
+    normalise = normaliser(device)
     while True:
         for images, targets in loader:
-            yield normalise(images, targets, device)
+            yield normalise(images, targets)
 
 
 def main() -> int:

@@ -49,6 +49,12 @@ def png(pixels: np.ndarray) -> bytes:
     return cv2.imencode(".png", pixels)[1].tobytes()
 
 
+def smooth_jpeg(width: int, height: int, seed: int = 0) -> bytes:
+    """A JPEG of blurred noise (a photograph's spectrum more than noise's): the fused path's test images."""
+    pixels = np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+    return cv2.imencode(".jpg", cv2.GaussianBlur(pixels, (9, 9), 3), [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes()
+
+
 def jpeg_bomb(width: int = 65500, height: int = 65500) -> bytes:
     """A real 8x8 JPEG whose frame header declares ``width`` x ``height``: a few hundred bytes."""
     data = bytearray(cv2.imencode(".jpg", np.full((8, 8, 3), 128, np.uint8))[1].tobytes())

@@ -490,9 +490,10 @@ static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_
 PyDoc_STRVAR(finish_doc,
 "finish(pixels, width, height, channels, geometry, out, dtype, channel_first, mean, std)\n\n"
 "Decoded 8-bit pixels (a C-contiguous buffer of height x width x channels) through ``geometry`` (12\n"
-"numbers: picpac.image.transforms.resample_plan) and written into ``out`` (a writable C-contiguous\n"
+"numbers: picpac.image.sample.fused_geometry) and written into ``out`` (a writable C-contiguous\n"
 "buffer) as picpac.image.transforms.convert writes them: dtype 0 uint8, 1 float32; mean, std: 0, 1 or\n"
-"``channels`` values. Byte for byte what OpenCV gives; the GIL is released throughout.");
+"``channels`` values. Byte for byte what OpenCV gives; the GIL is released throughout. sample()'s second\n"
+"half, on its own for the tests of the kernels against OpenCV.");
 
 static PyObject *finish(PyObject *module, PyObject *args) {
     Py_buffer pixels;

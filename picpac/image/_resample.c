@@ -397,7 +397,7 @@ void flip_u8(const Pixels *s, int code, uint8_t *dst, size_t stride) {
 /* -- a sample's whole way from decoded pixels to its output ------------------------------------------------------ */
 
 static int geometry(const Pixels *s, const Geometry *g, uint8_t *out) {
-    int cn = s->channels, status = 0;
+    int cn = s->channels;
     size_t stride = (size_t)g->width * cn;
     if (g->kind == GEOMETRY_SLICE) {
         Pixels view = {s->data + (size_t)g->y0 * s->stride + (size_t)g->x0 * cn, s->stride, g->x1 - g->x0,
@@ -440,7 +440,7 @@ static int geometry(const Pixels *s, const Geometry *g, uint8_t *out) {
         for (y = 0; y < s->height; y++)
             memcpy(out + (size_t)y * stride, s->data + (size_t)y * s->stride, stride);
     }
-    return status;
+    return 0;
 }
 
 int finish_u8(const Pixels *src, const Geometry *g, const Output *o) {

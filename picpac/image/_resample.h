@@ -29,7 +29,7 @@ int resample_exact(void);
 /* src mirrored as cv2.flip: code 1 around the vertical axis, 0 the horizontal, -1 both. */
 void flip_u8(const Pixels *src, int code, uint8_t *dst, size_t stride);
 
-/* A sample's geometry, planned in Python (picpac.image.transforms.resample_plan). */
+/* A sample's geometry, planned in Python (picpac.image.sample.resample_plan, as fused_geometry writes it). */
 enum { GEOMETRY_NONE = 0, GEOMETRY_SLICE = 1, GEOMETRY_WARP = 2 };
 enum { NO_RESIZE = -1, NO_FLIP = 2 };
 

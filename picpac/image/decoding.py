@@ -238,11 +238,3 @@ def fused_sample(data: Any, channels: int, rgb: bool, reduction: int, region: Re
     return _jpeg.sample(data, reduction, *region, mode, geometry, out, FUSED_DTYPES[out.dtype], channel_first,
                         mean, std)
 
-
-def fused_finish(pixels: np.ndarray, geometry: tuple, out: np.ndarray, channel_first: bool, mean: tuple = (),
-                 std: tuple = ()) -> None:
-    """:func:`fused_sample` for pixels decoded already (8-bit, 1 or 3 channels): the geometry and output in C."""
-    height, width = pixels.shape[:2]
-    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
-    _jpeg.finish(np.ascontiguousarray(pixels), width, height, channels, geometry, out, FUSED_DTYPES[out.dtype],
-                 channel_first, mean, std)

@@ -63,6 +63,8 @@ class FusedSampleJob(SampleJob):
         self.mean = () if p.mean is None else tuple(p.mean.tolist())
         self.std = () if p.std is None else tuple(p.std.tolist())
         self.channels, self.rgb = config.decode.channels, p.rgb
+        # a mean or std of another length than 1 or the channels: the Python path raises the error that names it
+        self.normalisable = all(len(values) in (0, 1, self.channels) for values in (self.mean, self.std))
         self.slots = True
         """Whether samples go into batch buffers; not in a worker process, whose arrays the executor copies."""
         self.batches: dict[int, np.ndarray] = {}
@@ -96,8 +98,8 @@ class FusedSampleJob(SampleJob):
 
     def _fused(self, sample: Sample, fields: dict[str, Any], index: int) -> np.ndarray | None:
         """The sample's image made by one C call, in its slot; None where the Python path must make it."""
-        plan = sample.fused_plan()
-        if plan is None or len(self.mean) not in (0, 1, self.channels) or len(self.std) not in (0, 1, self.channels):
+        plan = sample.fused_plan() if self.normalisable else None
+        if plan is None:
             return None
         reduction, region, geometry = plan
         width, height = sample.size

@@ -24,12 +24,12 @@ from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_job import BatchJob, batch_plan
 from .config import StreamConfig
+from .fused_job import FusedSampleJob, fused_reason
 from .job import Job, Pool, capacity, default_workers
 from .position import Keys, Position, load_state_dict, state_dict
 from .processor import Processor
-from .fused_job import FusedSampleJob, fused_reason
-from .workers import Choice, choose
 from .sample_job import Profile, SampleJob
+from .workers import Choice, choose
 
 Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
@@ -95,7 +95,7 @@ class _Pipeline:
                     job_type = FusedSampleJob if self.fused_reason is None else SampleJob
                     choice = choose(job_type, self._readers, c, self.pool)
                 else:
-                    choice = Choice(default_workers(), p.backend, 0.0, "the batch path (vectorised NumPy)")
+                    choice = Choice(default_workers(), p.backend, "the batch path (vectorised NumPy)")
                 self.config = c = c.replace(workers=choice.workers, backend=choice.backend)
                 p, self.workers_reason = c.parallelism, choice.reason
             if plan is not None:

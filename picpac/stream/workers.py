@@ -9,6 +9,7 @@ workers: threads when ``1 / held >= n``, else processes (which share no GIL), un
 """
 from __future__ import annotations
 
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -33,25 +34,25 @@ class Choice:
 
     workers: int
     backend: str
-    held: float
-    """The measured share of a sample's time that holds the GIL (the rest runs in native code without it)."""
     reason: str
+    """The measured share of a sample's time that holds the GIL, and the choice it made."""
 
 
 def probe(job_type: Any, readers: list[IndexedReader], config: StreamConfig, pool: Pool,
           samples: int = PROBE_SAMPLES) -> float:
-    """The GIL-held share of ``samples`` samples of the pool made by ``job_type`` on this thread."""
+    """The GIL-held share of a sample made by ``job_type`` on this thread: the median over ``samples`` samples of the
+    pool (one slow sample, a page fault or a first call, does not decide), after ``WARM_UP`` untimed ones."""
     profile = Profile()
     job = job_type(readers, config, Processor(config.decode, config.augment, config.output, profile=True), profile)
-    count = min(samples + WARM_UP, len(pool.records))
-    for i in range(count):  # units as SampleJob.units makes them, epoch 0; the first ones warm up, untimed
-        if i == min(WARM_UP, count - 1):
-            profile = job.profile = Profile()
+    shares = []
+    for i in range(min(samples + WARM_UP, len(pool.records))):  # units as SampleJob.units makes them, epoch 0
+        before = dict(profile.stages)
         job((i, i, 0, int(pool.sources[i]), int(pool.records[i]), float(pool.labels[i])))
-    stages = profile.snapshot()["stages"]
-    total = stages["read"] + stages["decode"] + stages["transform"]
-    # reading copies from the mapped file and checks a CRC, both without the GIL for records of images
-    return 1.0 if total <= 0 else max(0.0, min(1.0, stages["transform"] / total))
+        spent = {stage: profile.stages[stage] - before[stage] for stage in ("read", "decode", "transform")}
+        total = sum(spent.values())
+        # reading copies from the mapped file and checks a CRC, both without the GIL for records of images
+        shares.append(1.0 if total <= 0 else max(0.0, min(1.0, spent["transform"] / total)))
+    return statistics.median(shares[WARM_UP:] or shares)
 
 
 def choose(job_type: Any, readers: list[IndexedReader], config: StreamConfig, pool: Pool) -> Choice:
@@ -63,14 +64,12 @@ def choose(job_type: Any, readers: list[IndexedReader], config: StreamConfig, po
     measured = f"{held:.1%} of a sample's time holds the GIL, so threads scale to at most {bound:.1f}x " \
                f"(measured on {min(PROBE_SAMPLES, len(pool.records))} samples in {time.perf_counter() - start:.2f} s)"
     if bound >= n:
-        return Choice(n, "thread", held, f"{measured}; {n} threads, one core left to the consumer")
+        return Choice(n, "thread", f"{measured}; {n} threads, one core left to the consumer")
+    count = max(1, min(n, int(bound)))  # the threads the GIL lets run, where processes are not to be had
     if config.given.get("backend") == "thread":
-        count = max(1, min(n, int(bound)))
-        return Choice(count, "thread", held, f"{measured}; backend='thread' was given: {count} threads")
+        return Choice(count, "thread", f"{measured}; backend='thread' was given: {count} threads")
     try:
         pack_recipe(job_type(readers, config).build, config.parallelism.start_method)
     except PicPacError as exc:
-        count = max(1, min(n, int(bound)))
-        return Choice(count, "thread", held, f"{measured}; processes cannot take this job ({exc}): {count} threads")
-    return Choice(n, "process", held, f"{measured}; {n} worker processes (no shared GIL), one core left to the "
-                                      "consumer")
+        return Choice(count, "thread", f"{measured}; processes cannot take this job ({exc}): {count} threads")
+    return Choice(n, "process", f"{measured}; {n} worker processes (no shared GIL), one core left to the consumer")

@@ -1,4 +1,4 @@
-"""The fused C path's kernels (picpac/image/_resample.c through decoding.fused_finish and fused_sample) against
+"""The fused C path's kernels (picpac/image/_resample.c, through _jpeg.finish and decoding.fused_sample) against
 OpenCV: the same bytes for every plan that sample.resample_plan makes, on random sizes."""
 import cv2
 import numpy as np
@@ -7,6 +7,8 @@ import pytest
 from picpac.image import decoding
 from picpac.image.sample import Sample, _resample, fused_geometry, resample_plan
 from picpac.image.transforms import Affine, Pad, RandomResizedCrop, Resize, apply_all, convert
+
+from helpers import smooth_jpeg
 
 pytestmark = pytest.mark.skipif(not decoding.FUSED, reason="the fused C path needs picpac's C extension on x86-64 "
                                                            "with AVX2 and FMA")
@@ -18,8 +20,16 @@ def finished(pixels: np.ndarray, plan, size, border=(cv2.BORDER_CONSTANT, 0), dt
     geometry = fused_geometry(plan, size, border)
     width, height = size
     out = np.empty((channels, height, width) if channel_first else (height, width, channels), dtype)
-    decoding.fused_finish(pixels, geometry, out, channel_first, mean, std)
+    finish(pixels, geometry, out, channel_first, mean, std)
     return out
+
+
+def finish(pixels: np.ndarray, geometry: tuple, out: np.ndarray, channel_first: bool, mean=(), std=()) -> None:
+    """The kernels alone on decoded pixels (fused_sample's second half): _jpeg.finish."""
+    height, width = pixels.shape[:2]
+    channels = 1 if pixels.ndim == 2 else pixels.shape[2]
+    decoding._jpeg.finish(np.ascontiguousarray(pixels), width, height, channels, geometry, out,
+                          decoding.FUSED_DTYPES[out.dtype], channel_first, mean, std)
 
 
 def opencv(pixels, matrix, size, fill=0):
@@ -93,12 +103,6 @@ def test_other_borders_and_fills_are_left_to_opencv():
     assert fused_geometry(plan, (4, 4), (cv2.BORDER_CONSTANT, 300.0))[9] == 255  # saturated as OpenCV does
 
 
-def jpeg(width: int, height: int, seed: int = 0) -> bytes:
-    rng = np.random.default_rng(seed)
-    pixels = cv2.GaussianBlur(rng.integers(0, 256, (height, width, 3), dtype=np.uint8), (9, 9), 3)
-    return cv2.imencode(".jpg", pixels, [cv2.IMWRITE_JPEG_QUALITY, 90])[1].tobytes()
-
-
 def deferred(data: bytes, rgb: bool = False) -> Sample:
     width, height, _ = decoding.jpeg_header(data)
     return Sample(None, 0, 0, size=(width, height), regions=True,
@@ -114,7 +118,7 @@ def deferred(data: bytes, rgb: bool = False) -> Sample:
 ])
 def test_a_planned_jpeg_sample_equals_its_python_decode(steps):
     """fused_plan + fused_sample (one C call from the bytes) give what reading ``sample.image`` gives."""
-    data = jpeg(613, 411)
+    data = smooth_jpeg(613, 411)
     for seed in range(6):
         rng = np.random.default_rng(seed)
         planned = apply_all(steps, deferred(data), rng)
@@ -135,7 +139,7 @@ def test_warps_have_no_plan_before_opencv_5():
 
 
 def test_what_the_fused_path_cannot_follow_has_no_plan():
-    data = jpeg(100, 80)
+    data = smooth_jpeg(100, 80)
     read = deferred(data)
     Resize(50, 40)(read, None)
     read.image  # the pixels were read: a Python step did
@@ -148,7 +152,7 @@ def test_what_the_fused_path_cannot_follow_has_no_plan():
 
 
 def test_a_jpeg_the_region_decoder_refuses_leaves_out_untouched():
-    cmyk = jpeg(64, 48)[:-2]  # no end-of-image marker: the region decoder declines it
+    cmyk = smooth_jpeg(64, 48)[:-2]  # no end-of-image marker: the region decoder declines it
     out = np.full((48, 64, 3), 7, np.uint8)
     assert not decoding.fused_sample(cmyk, 3, False, 1, (0, 0, 64, 48), (0,) * 12, out, False)
     assert (out == 7).all()
@@ -162,4 +166,4 @@ def test_a_jpeg_the_region_decoder_refuses_leaves_out_untouched():
 def test_bad_plans_raise_value_errors(args, message):
     pixels = np.zeros((10, 10, 3), np.uint8)
     with pytest.raises(ValueError, match=message):
-        decoding.fused_finish(pixels, *args, np.empty((4, 4, 3), np.uint8), False)
+        finish(pixels, *args, np.empty((4, 4, 3), np.uint8), False)

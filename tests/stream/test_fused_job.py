@@ -13,7 +13,7 @@ from picpac.image.color import ColorJitter
 from picpac.image.transforms import CenterCrop, Flip, Pad, RandomResizedCrop, Resize, Rotate, Rotate90
 from picpac.stream.config import StreamConfig
 from picpac.stream.fused_job import FusedSampleJob, fused_reason
-from helpers import SHARED_DATA
+from helpers import SHARED_DATA, smooth_jpeg
 
 fused_only = pytest.mark.skipif(not decoding.FUSED, reason="the fused C path needs picpac's C extension on x86-64 "
                                                            "with AVX2 and FMA")
@@ -193,11 +193,10 @@ def test_boxes_and_keypoints_follow_the_same_plan(tmp_path, task):
     path, rng = tmp_path / "shapes.picpac", np.random.default_rng(3)
     with picpac.Writer(path) as w:
         for i in range(24):
-            pixels = cv2.GaussianBlur(rng.integers(0, 256, (180, 240, 3), dtype=np.uint8), (7, 7), 2)
             x, y = rng.uniform(0.1, 0.5, 2)
             doc = {"shapes": [{"type": "rect", "geometry": {"x": x, "y": y, "width": 0.3, "height": 0.25}, "label": 1},
                               {"type": "point", "geometry": {"x": x + 0.1, "y": y + 0.1}, "label": 2}]}
-            w.append(image=cv2.imencode(".jpg", pixels)[1].tobytes(), annotation=json.dumps(doc).encode(), label=i)
+            w.append(image=smooth_jpeg(240, 180, i), annotation=json.dumps(doc).encode(), label=i)
     config = {"task": task, "annotate": "json", "batch": 8, "shuffle": True,
               "transforms": [RandomResizedCrop(96, 80, scale=(0.5, 1)), Flip(horizontal=0.5, vertical=0.5)]}
     python, _ = batches(path, False, **config)

@@ -1,8 +1,6 @@
 """workers: the default leaves the consumer a core; workers='auto' measures the GIL-held share of the stream's own
 samples and picks threads or processes from it. The machine's size is set with monkeypatch where a choice needs
 more cores than this one has."""
-import cv2
-import numpy as np
 import pytest
 
 import picpac
@@ -12,15 +10,15 @@ from picpac.stream import workers
 from picpac.stream.config import StreamConfig
 from picpac.stream.job import capacity, default_workers, usable_cores
 
+from helpers import smooth_jpeg
+
 
 @pytest.fixture(scope="module")
 def db(tmp_path_factory):
     path = tmp_path_factory.mktemp("workers") / "db.picpac"
-    rng = np.random.default_rng(0)
     with picpac.Writer(path) as w:
         for i in range(40):
-            pixels = cv2.GaussianBlur(rng.integers(0, 256, (240, 320, 3), dtype=np.uint8), (7, 7), 2)
-            w.append(image=cv2.imencode(".jpg", pixels)[1].tobytes(), label=i % 4)
+            w.append(image=smooth_jpeg(320, 240, i), label=i % 4)
     return path
 
 
