@@ -1,10 +1,10 @@
 #!/bin/bash
-# Issue 27's 16-core figures on a lent GPU machine, in one call (see docs/performance.md, "The fused C path").
+# Issues 27 and 28: the 16-core GPU figures on a lent GPU machine, in one call (see docs/performance.md, "The fused C path").
 # Here, first: bash benchmarks/device_run.sh --prepare   (fills the ignored folder device/: libjpeg-turbo's two
 # Debian packages and a copy of imagenet-250, about 27 MiB). There, as one `run` that carries device/:
 #   bash benchmarks/device_run.sh
 # It builds picpac with its C extension into /tmp/site against the unpacked packages (the machine has no
-# libjpeg headers and no network), then runs benchmarks/scaling.py and benchmarks/train_feed.py (ResNet-50 on the
+# libjpeg headers and no network), then runs benchmarks/scaling.py and benchmarks/train_feed.py (ResNet-50 and -18 on the
 # GPU) and writes their output to $OUT (or ./device/out).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,4 +29,4 @@ print('picpac', picpac.__version__, 'OpenCV', cv2.__version__, 'fused', d.FUSED,
     | tee "$out/versions.txt"
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$out/versions.txt" 2>&1 || true
 python3 benchmarks/scaling.py --samples 4000 --python 2>&1 | tee "$out/scaling.txt"
-python3 benchmarks/train_feed.py --model resnet50 --batch 256 --steps 40 --samples 4000 2>&1 | tee "$out/train_feed.txt"
+python3 benchmarks/train_feed.py --model resnet50,resnet18 --batch 256 --steps 40 --samples 4000 2>&1 | tee "$out/train_feed.txt"

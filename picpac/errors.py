@@ -1,6 +1,9 @@
 """Exceptions raised by picpac: every one derives from :class:`PicPacError`."""
 from __future__ import annotations
 
+import importlib
+from typing import Any
+
 
 class PicPacError(Exception):
     """Base class of every error picpac raises on purpose."""
@@ -109,3 +112,17 @@ class SourceError(PicPacError):
 
 class ImportFailedError(PicPacError):
     """An import wrote nothing: a file failed under ``strict``, or no image could be imported."""
+
+
+class MissingFrameworkError(PicPacError, ImportError):
+    """An optional framework (torch, tensorflow, ...) is not installed; the message names the extra that installs it."""
+
+
+def require(module: str, extra: str, who: str) -> Any:
+    """``import module`` for ``who`` (the part of picpac that needs it), or a :class:`MissingFrameworkError` naming
+    ``pip install 'picpac[extra]'``."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        raise MissingFrameworkError(f"{who} needs {module!r}, which cannot be imported ({exc}): "
+                                    f"pip install 'picpac[{extra}]'") from None

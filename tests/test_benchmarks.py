@@ -18,16 +18,20 @@ def test_train_feed_runs_every_feed_on_the_cpu():
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
     out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "train_feed.py"), "--model", "tiny", "--batch", "8",
-                          "--steps", "3", "--warm", "1", "--samples", "64", "--workers", "1"],
+                          "--steps", "3", "--warm", "1", "--samples", "64", "--workers", "1", "--decode-batches", "2"],
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
-    assert "model tiny on CPU (a smoke test: rates mean nothing), batch 8, 3 steps after 1" in out.stdout
-    table = out.stdout[out.stdout.index("\nfeed "):].splitlines()[2:]
+    assert "models tiny on CPU (a smoke test: rates mean nothing), batch 8, 3 steps after 1" in out.stdout
+    decode = re.findall(r"decode only: (.+?)\s{2,}([\d,]+) img/s", out.stdout)
+    assert [name for name, _ in decode] == ["picpac device stage (device=...)", "picpac threads 1 + DevicePrefetcher",
+                                            "picpac backend=process 1 + DevicePrefetcher"]
+    assert all(int(rate.replace(",", "")) > 0 for _, rate in decode)
+    table = out.stdout[out.stdout.index("\ntiny: feed "):].splitlines()[2:-1]
     names = [re.split(r"\s{2,}", line)[0] for line in table]
-    assert names == ["synthetic (one batch on the device)", "picpac threads 1 + DevicePrefetcher",
-                     "picpac backend=process 1 + DevicePrefetcher", "DataLoader + cv2, 1 workers",
-                     "DataLoader + PIL, 1 workers"]
+    assert names == ["synthetic (one batch on the device)", "picpac device stage (device=...)",
+                     "picpac threads 1 + DevicePrefetcher", "picpac backend=process 1 + DevicePrefetcher",
+                     "DataLoader + cv2, 1 workers", "DataLoader + PIL, 1 workers"]
     for line in table:
-        rate, wait, ratio = re.search(r"([\d,]+)\s+(\d+)%\s+([\d.]+)x$", line).groups()
-        assert int(rate.replace(",", "")) > 0 and 0 <= int(wait) <= 100 and float(ratio) > 0
+        rate, wait, cores, ratio = re.search(r"([\d,]+)\s+(\d+)%\s+([\d.]+)\s+([\d.]+)x$", line).groups()
+        assert int(rate.replace(",", "")) > 0 and 0 <= int(wait) <= 100 and float(cores) > 0 and float(ratio) > 0
     assert table[0].endswith("1.00x")

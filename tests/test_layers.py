@@ -17,8 +17,12 @@ TESTS = ROOT / "tests"
 # and sources) do not import each other. picpac/__init__.py, the public API, stands above them all.
 # engine (parallel work) needs only errors, so the store importers can run their children on it; compat
 # (batchup's and tensorpack's APIs) stands at the edge beside tools: nothing of the core imports it.
+# device (the device stage, torch's) stands between image and stream: the stream imports it only for a stream
+# given ``device``, inside the function that builds one, so importing the stream imports no torch.
 LAYERS = [("errors", "_version"), ("file",), ("engine",), ("stores", "sources"), ("sampling",), ("image",),
-          ("stream",), ("adapters",), ("tools", "compat")]
+          ("device",), ("stream",), ("adapters",), ("tools", "compat")]
+FRAMEWORK_LAYERS = {"adapters", "device"}
+"""The layers whose modules may import a heavy framework (each module of theirs only when it is imported)."""
 RANK = {name: rank for rank, names in enumerate(LAYERS) for name in names} | {"__init__": len(LAYERS)}
 HEAVY = {"torch", "tensorflow", "jax", "ray"}
 # Public module names registered by picpac/__init__.py, and the old homes of the modules that moved to compat/
@@ -192,14 +196,16 @@ def test_the_aliases_are_what_the_package_registers():
 
 def test_core_never_imports_heavy_frameworks():
     for module, path in modules().items():
-        if layer(module) != "adapters":
+        if layer(module) not in FRAMEWORK_LAYERS:
             assert not {n.split(".")[0] for n in imports_of(path)} & HEAVY, module
+    assert not {n.split(".")[0] for n in imports_of(PACKAGE / "device" / "geometry.py")} & HEAVY  # planning threads
 
 
 def test_importing_everything_loads_no_heavy_framework():
     code = ("import importlib, pkgutil, sys, picpac\n"
             "for m in pkgutil.walk_packages(picpac.__path__, 'picpac.'):\n"
-            "    if not m.name.startswith('picpac.adapters'): importlib.import_module(m.name)\n"
+            "    if not m.name.startswith(('picpac.adapters', 'picpac.device.')) or m.name == 'picpac.device.geometry':\n"
+            "        importlib.import_module(m.name)\n"
             f"print(sorted(n for n in {sorted(HEAVY)!r} if n in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

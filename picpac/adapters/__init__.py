@@ -10,20 +10,13 @@ that needs it, so ``import picpac`` never loads one.
 """
 from __future__ import annotations
 
-import importlib
 from types import ModuleType
 
-from ..errors import PicPacError
+from ..errors import MissingFrameworkError, require as require_framework
 
-
-class MissingFrameworkError(PicPacError, ImportError):
-    """An adapter's framework is not installed; the message names the extra that installs it."""
+__all__ = ["MissingFrameworkError", "require"]
 
 
 def require(module: str, extra: str) -> ModuleType:
     """``import module``, or a :class:`MissingFrameworkError` naming ``pip install 'picpac[extra]'``."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as exc:
-        raise MissingFrameworkError(f"picpac.adapters.{extra} needs {module!r}, which cannot be imported ({exc}): "
-                                    f"pip install 'picpac[{extra}]' (see `picpac docs adapters`)") from None
+    return require_framework(module, extra, f"picpac.adapters.{extra} (see `picpac docs adapters`)")

@@ -74,6 +74,8 @@ def put_batch(batch: Any, sharding: Any) -> Any:
 
 
 def _put_item(item: Any, sharding: Any) -> Any:
+    if hasattr(item, "__dlpack__") and not isinstance(item, (np.ndarray, jax.Array)):
+        item = jax.dlpack.from_dlpack(item)  # the device stage's torch tensor, without a copy
     if isinstance(item, np.ndarray) and item.dtype.kind not in "OUSV" or isinstance(item, jax.Array):
         return _put_array(item, sharding)
     return item

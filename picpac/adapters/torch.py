@@ -97,8 +97,11 @@ def _pin_requested(pin_memory: bool) -> bool:
     return bool(pin_memory)
 
 
-def to_tensors(batch: tuple, channels_last: bool = False, pin_memory: bool = False) -> tuple:
+def to_tensors(batch: tuple, channels_last: bool = False, pin_memory: bool = False, device: Any = None) -> tuple:
     """A stream batch with its arrays as tensors sharing their memory (``torch.from_numpy``).
+
+    With ``device`` (a stream given the config key ``device``), the images are the device stage's tensors there
+    already and the other arrays (labels, boxes) follow them there.
 
     With ``channels_last`` every 4-D array (images, masks; the stream made them NHWC) is viewed as an
     NCHW-shaped ``torch.channels_last`` tensor. ``pin_memory`` copies each array into pinned memory.
@@ -109,12 +112,14 @@ def to_tensors(batch: tuple, channels_last: bool = False, pin_memory: bool = Fal
         if isinstance(item, np.ndarray):
             if not item.flags.writeable:  # torch would warn, and a write would reach the array
                 item = item.copy()
-            tensor = torch.from_numpy(item)
+            item = torch.from_numpy(item)
             if pin_memory:
-                tensor = tensor.pin_memory()
-            if channels_last and tensor.dim() == 4:
-                tensor = tensor.permute(0, 3, 1, 2)
-            item = tensor
+                item = item.pin_memory()
+        if isinstance(item, torch.Tensor):  # the device stage's tensors too
+            if device is not None and item.device != device:
+                item = item.to(device, non_blocking=True)
+            if channels_last and item.dim() == 4:
+                item = item.permute(0, 3, 1, 2)
         out.append(item)
     return tuple(out)
 
@@ -130,7 +135,8 @@ class TorchLoader(StreamLoader):
     stream's tuple with its arrays as tensors that share the NumPy batch's memory: images
     ``(B, C, H, W)`` (contiguous, or ``torch.channels_last`` with ``memory_format='channels_last'``),
     labels, ``pad`` an int. ``pin_memory=True`` puts them in pinned memory (for asynchronous copies
-    to a GPU; a warning and pageable memory where torch cannot pin).
+    to a GPU; a warning and pageable memory where torch cannot pin). With ``device='cuda'`` the device
+    stage decodes and augments on the GPU and every tensor of a batch arrives there (docs/gpu.md).
 
     ``for epoch in range(E): loader.set_epoch(epoch); for batch in loader: ...``
     """
@@ -141,12 +147,13 @@ class TorchLoader(StreamLoader):
         self.pin_memory = _pin_requested(pin_memory)
         path, config = _stream_config(path, config, keys, self.memory_format)
         self.rank, self.world_size = config.order.rank, config.order.world_size
+        self.device = None if config.parallelism.device is None else torch.device(config.parallelism.device)
         self.stream = ImageStream(path, config)
 
     def __iter__(self) -> Iterator[tuple]:
         channels_last = self.memory_format == "channels_last"
         for batch in self.stream:
-            yield to_tensors(batch, channels_last, self.pin_memory)
+            yield to_tensors(batch, channels_last, self.pin_memory and self.device is None, self.device)
 
     def __repr__(self) -> str:
         return (f"TorchLoader({self.stream!r}, memory_format={self.memory_format!r}, "
@@ -173,6 +180,10 @@ class TorchDataset(torch.utils.data.IterableDataset):
         super().__init__()
         self.memory_format = _memory_format(memory_format)
         self.path, self.config = _stream_config(path, config, keys, self.memory_format)
+        if self.config.parallelism.device is not None:
+            raise PicPacValueError(f"TorchDataset with device={self.config.parallelism.device!r}: the device stage runs "
+                                   "in the training process, not in DataLoader workers; use TorchLoader(path, "
+                                   "device=...) instead (docs/gpu.md)")
         self.rank, self.world_size = self.config.order.rank, self.config.order.world_size
         self._epoch: int | None = None
         self._stream: ImageStream | None = None

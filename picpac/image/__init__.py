@@ -8,7 +8,7 @@ The package itself offers the decoding functions, so ``picpac.image.decode(data)
 """
 from .decoding import (MAX_PIXELS, REGION_DECODE, check_pixels, decode, decode_channels, encode, read_image, shape_of,
                        shrink)
-from .headers import image_size, jpeg_header
+from .headers import image_size, jpeg_frame, jpeg_header
 
 __all__ = ["MAX_PIXELS", "REGION_DECODE", "check_pixels", "decode", "decode_channels", "encode", "image_size",
-           "jpeg_header", "read_image", "shape_of", "shrink"]
+           "jpeg_frame", "jpeg_header", "read_image", "shape_of", "shrink"]

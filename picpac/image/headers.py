@@ -55,6 +55,14 @@ def jpeg_header(data: Any) -> tuple[int, int, int] | None:
 
     None when ``data`` is no JPEG or the header is not understood: the caller then decodes it.
     """
+    frame = jpeg_frame(data)
+    return None if frame is None else frame[:3]
+
+
+def jpeg_frame(data: Any) -> tuple[int, int, int, bool] | None:
+    """:func:`jpeg_header`'s (width, height, orientation), and whether the JPEG is a baseline one: 8-bit,
+    sequential Huffman coding, one (grey) or three (YCbCr) components, the kind every JPEG decoder takes (GPUs'
+    included)."""
     b = memoryview(data).cast("B")
     if len(b) < 4 or b[0] != 0xFF or b[1] != 0xD8:
         return None
@@ -77,7 +85,10 @@ def jpeg_header(data: Any) -> tuple[int, int, int] | None:
                 height, width = (b[i + 5] << 8) | b[i + 6], (b[i + 7] << 8) | b[i + 8]
                 if not width or not height:
                     return None
-                return (height, width, orientation) if orientation in (5, 6, 7, 8) else (width, height, orientation)
+                baseline = marker in (0xC0, 0xC1) and b[i + 4] == 8 and b[i + 9] in (1, 3)
+                if orientation in (5, 6, 7, 8):
+                    return height, width, orientation, baseline
+                return width, height, orientation, baseline
             elif marker == 0xDA:  # scan data before any frame header
                 return None
             i += 2 + length

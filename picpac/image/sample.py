@@ -116,6 +116,32 @@ class Sample:
         raise SampleError(self.extra.get("source", "sample"), self.record,
                           f"decodes to {w}x{h}, but its header says {width}x{height}")
 
+    @property
+    def deferred(self) -> bool:
+        """Whether the image is a JPEG not decoded yet: no step has read its pixels."""
+        return self._image is None
+
+    @property
+    def source_size(self) -> tuple[int, int]:
+        """(width, height) of the pixels the pending map starts from (a deferred JPEG's, from its header)."""
+        return self._source_size if self._image is None else (self._image.shape[1], self._image.shape[0])
+
+    def pending(self) -> tuple[np.ndarray | None, tuple[int, int], tuple[int, float]]:
+        """``(matrix, size, border)``: the map not applied yet (None: none) from the source's continuous coordinates
+        onto ``size`` = (width, height), and its border (kind, fill); for a resampler elsewhere (the device stage)."""
+        return self._matrix, self._size, self._border
+
+    def source(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """``(pixels, matrix)``: the pixels the pending map starts from, a deferred JPEG decoded as :attr:`image`
+        decodes it (its region, at a reduced scale), and the map for those pixels; nothing is resampled and the
+        sample is left as it was (the mask's map is :meth:`pending`'s)."""
+        return self._decode() if self._image is None else (self._image, self._matrix)
+
+    @property
+    def raw_mask(self) -> np.ndarray | None:
+        """The mask as it stands, before the pending map (the mask at :attr:`mask` is resampled)."""
+        return self._mask
+
     def fused_plan(self) -> tuple[int, Region, tuple] | None:
         """``(reduction, region, geometry)`` for ``decoding.fused_sample`` while the image is a deferred, upright
         JPEG without a mask: the decode :attr:`image` would try first (the region the pending map reads, else

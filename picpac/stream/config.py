@@ -5,6 +5,7 @@ import difflib
 import math
 import numbers
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
@@ -167,6 +168,17 @@ def _timeout(name: str, value: Any) -> float | None:
     return value
 
 
+def _device(name: str, value: Any) -> str | None:
+    """None, or a torch device: 'cuda', 'cuda:N' or 'cpu' (a ``torch.device`` is taken by its name)."""
+    if value is None:
+        return None
+    text = str(value) if type(value).__name__ == "device" else value
+    if isinstance(text, str) and re.fullmatch(r"cuda(:\d+)?|cpu", text.strip().lower()):
+        return text.strip().lower()
+    raise PicPacValueError(f"config key {name!r} must be None (NumPy batches made on the CPU), 'cuda', 'cuda:N' or "
+                           f"'cpu' (torch tensors made by the device stage; docs/gpu.md), got {value!r}")
+
+
 def _optional_bool(name: str, value: Any) -> bool | None:
     return None if value is None else _bool(name, value)
 
@@ -279,6 +291,7 @@ class Parallelism:
     workers: int | str | None = key(None, _workers)
     preload: int | None = key(None, _int(1, MAX_BATCH))
     backend: str = key("thread", _choice("thread", "process"))
+    device: str | None = key(None, _device)
     start_method: str = key("spawn", _choice("spawn", "fork"))
     copy: bool = key(True, _bool)
     vectorize: bool | None = key(None, _optional_bool)
@@ -494,6 +507,7 @@ def _check_together(c: dict[str, Any]) -> None:
             raise PicPacValueError(f"config key {name!r} has {len(c[name])} values for channels={c['channels']}: "
                                    f"give 1 or {c['channels']}")
     _check_output_size(c)
+    _check_device(c)
 
 
 RANK_VARIABLES = ("RANK", "WORLD_SIZE")
@@ -550,3 +564,17 @@ def _check_output_size(c: dict[str, Any]) -> None:
         raise PicPacValueError(f"config key 'batch' ({c['batch']}) with this output size makes batches of "
                                f"{c['batch'] * per_sample / 2**30:,.1f} GiB (more than {MAX_BATCH_BYTES >> 30} GiB): "
                                "lower 'batch' or the output size")
+
+
+def _check_device(c: dict[str, Any]) -> None:
+    """The keys the device stage cannot follow, named with what to do instead."""
+    if c["device"] is None:
+        return
+    refused = {"backend": c["backend"] == "process" and "the device stage plans on threads of this process",
+               "channels": c["channels"] == -1 and "the device stage makes 1 or 3 channels",
+               "vectorize": c["vectorize"] and "the batch path makes NumPy batches",
+               "annotate": c["annotate"] == "auto" and "the autoencoder target is made by the CPU path"}
+    for key_name, why in refused.items():
+        if why:
+            raise PicPacValueError(f"config key {key_name!r} ({c[key_name]!r}) with device={c['device']!r}: {why}; "
+                                   f"leave {key_name!r} at its default, or device out (NumPy batches)")

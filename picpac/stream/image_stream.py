@@ -24,6 +24,7 @@ from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_job import BatchJob, batch_plan
 from .config import StreamConfig
+from .device_job import DeviceJob
 from .fused_job import FusedSampleJob, fused_reason
 from .job import Job, Pool, capacity, default_workers
 from .position import Keys, Position, load_state_dict, state_dict
@@ -85,26 +86,37 @@ class _Pipeline:
             self.processor = Processor.of(c)
             self._check_channels()
             plan, self.path_reason = batch_plan(self._readers, c, self.processor)
+            if p.device is not None:  # the device stage makes the batches
+                plan, self.path_reason = None, f"device={p.device!r}"
             if p.vectorize and plan is None:
                 raise PicPacValueError(f"{path}: vectorize=True, but the batch path cannot run: {self.path_reason}")
             name = c.decode.image_field
             self.fused_reason = fused_reason(c, any(name in reader.arrays for reader in self._readers))
             self.workers_reason = None
             if p.workers == "auto":  # measured now, and the config says what was chosen from here on
-                if plan is None:
+                if p.device is not None:
+                    choice = Choice(default_workers(), "thread", f"device={p.device!r}: planning threads, one core "
+                                                                 "left to the consumer")
+                elif plan is None:
                     job_type = FusedSampleJob if self.fused_reason is None else SampleJob
                     choice = choose(job_type, self._readers, c, self.pool)
                 else:
                     choice = Choice(default_workers(), p.backend, "the batch path (vectorised NumPy)")
                 self.config = c = c.replace(workers=choice.workers, backend=choice.backend)
                 p, self.workers_reason = c.parallelism, choice.reason
-            if plan is not None:
-                self.job: Job = BatchJob(self._readers, c, self.pool, self.processor, plan)
-            elif self.fused_reason is None:
-                self.job = FusedSampleJob(self._readers, c, self.processor, self.profile)
+            if p.device is not None:
+                from ..device.executor import DeviceExecutor  # torch: imported only by a stream on a device
+                self.job: Job = DeviceJob(self._readers, c, self.processor, self.profile)
+                self.fused_reason = f"device={p.device!r} (the device stage makes the batches)"
+                self.executor = DeviceExecutor(capacity(c)[0], self.job.stage, "picpac-stream", timeout)
             else:
-                self.job = SampleJob(self._readers, c, self.processor, self.profile)
-            self.executor = EXECUTORS[p.backend](self.job, capacity(c)[0], p.start_method, timeout)
+                if plan is not None:
+                    self.job = BatchJob(self._readers, c, self.pool, self.processor, plan)
+                elif self.fused_reason is None:
+                    self.job = FusedSampleJob(self._readers, c, self.processor, self.profile)
+                else:
+                    self.job = SampleJob(self._readers, c, self.processor, self.profile)
+                self.executor = EXECUTORS[p.backend](self.job, capacity(c)[0], p.start_method, timeout)
         except BaseException:
             self.close()
             raise
@@ -234,7 +246,7 @@ class _Pipeline:
                 images = part.images
                 if shared and copy:
                     images, shared = aligned.copy(images), False
-                out = self._assemble(images, part.targets, part.dense, part.positions, part.padding)
+                out = self._assemble(images, part.targets, part.dense, part.positions, part.padding, part.made)
                 self.position.advance(part.taken)
                 views.append(weakref.ref(out[0]) if shared else None)
                 del images, part
@@ -277,17 +289,20 @@ class _Pipeline:
             raise PicPacError(f"{self.path}: skip_errors=True, but every one of {whose} {self.size()} "
                               f"samples failed, so it cannot make a batch; the last: {exc}") from exc
 
-    def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int) -> tuple:
-        """A batch from its images (a list of arrays, or one array already stacked) and per-sample targets."""
+    def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int,
+                  made: tuple | None = None) -> tuple:
+        """A batch from its images (a list of arrays, or one array already stacked: a torch tensor from the device
+        stage) and per-sample targets (or the task's batch arrays ``made`` by the job)."""
         start = time.perf_counter()
         try:
-            return self._assemble_batch(images, targets, dense, positions, pad)
+            return self._assemble_batch(images, targets, dense, positions, pad, made)
         finally:
             if self.profile is not None:
                 self.profile.stages["batch"] += time.perf_counter() - start
 
-    def _assemble_batch(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int) -> tuple:
-        if not isinstance(images, np.ndarray):
+    def _assemble_batch(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int,
+                        made: tuple | None) -> tuple:
+        if isinstance(images, list):
             shapes = {image.shape for image in images}
             if len(shapes) > 1:
                 raise PicPacValueError(f"{self._readers[0].path}: images of different sizes {sorted(shapes)} in one "
@@ -295,9 +310,11 @@ class _Pipeline:
             images = aligned.stack(images)
         labels = self.pool.labels[positions].astype(np.float32)
         records = self.pool.records[positions]
-        targets = self.processor.targets(list(targets), labels, records, list(dense))
+        targets = self.processor.targets(list(targets), labels, records, list(dense), made)
         if self.stats["batches"] < self.config.output.dump:
-            _dump(self.stats["batches"], (images, *targets), self.processor)
+            # the device stage's tensors read back to the host (duck-typed: the stream layer imports no torch)
+            host = tuple(a.cpu().numpy() if hasattr(a, "cpu") else a for a in (images, *targets))
+            _dump(self.stats["batches"], host, self.processor)
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
         return (images, *targets, int(pad))
@@ -486,7 +503,7 @@ class ImageStream:
         stats = self._pipeline.stats
         profile = self._pipeline.profile
         job = self._pipeline.job
-        counts = job.path_counts() if isinstance(job, FusedSampleJob) else {}
+        counts = job.path_counts() if isinstance(job, (FusedSampleJob, DeviceJob)) else {}
         return {**stats, "skipped_records": list(stats["skipped_records"]), **counts,
                 **(profile.snapshot() if profile is not None else {})}
 

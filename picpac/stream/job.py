@@ -58,8 +58,9 @@ class Pool:
 class Part(NamedTuple):
     """One batch's samples as a job delivers them, before the stream assembles the batch."""
 
-    images: np.ndarray | list[np.ndarray]
-    """``(n, ...)`` (a view into shared memory when ``shared``), or a list of the samples' images."""
+    images: Any
+    """``(n, ...)`` (a view into shared memory when ``shared``; a torch tensor from the device stage), or a list of
+    the samples' images."""
     targets: tuple
     """Each sample's task target (None for classification)."""
     dense: tuple
@@ -72,6 +73,8 @@ class Part(NamedTuple):
     """Keys the part consumed, skipped ones included."""
     shared: bool = False
     """Whether ``images`` is a view into memory the executor reuses."""
+    made: tuple | None = None
+    """The task's batch arrays when the job made them (the device stage's masks), else None."""
 
 
 class Job(Protocol):

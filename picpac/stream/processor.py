@@ -323,7 +323,7 @@ class Processor:
         """The task's target and the dense targets of a sample (rasterized already for ``segment``); the pixels
         are read only for ``annotate='auto'``."""
         task = self.outputs.task
-        dense = tuple(sample.extra.get("dense", {}).values()) + sample.extra.get("raw", ())
+        dense = self.dense(sample)
         if task == "classify":
             return None, dense
         if self.decoding.annotate == "auto":  # PicPac's autoencoder target: the output image itself
@@ -334,6 +334,11 @@ class Processor:
                                   "has no mask after its transforms (a 'drop' step?)")
             return sample.mask, dense
         return self._boxes(sample) if task == "detect" else self._points(sample), dense
+
+    @staticmethod
+    def dense(sample: Sample) -> tuple[np.ndarray, ...]:
+        """The dense targets transforms put in ``sample.extra["dense"]``, then the raw fields' bytes."""
+        return tuple(sample.extra.get("dense", {}).values()) + sample.extra.get("raw", ())
 
     def _boxes(self, sample: Sample) -> np.ndarray:
         """(n, 5) ``label, x1, y1, x2, y2`` of the non-point shapes, clipped to the image, small ones dropped."""
@@ -356,12 +361,13 @@ class Processor:
 
     # -- batches ----------------------------------------------------------------------------------
     def targets(self, targets: list[Target], labels: np.ndarray, records: list[int],
-                dense: list[tuple[np.ndarray, ...]]) -> tuple:
+                dense: list[tuple[np.ndarray, ...]], made: tuple | None = None) -> tuple:
         """The batch's arrays after the images: the task's ((labels,), (masks,) or (boxes or points,
-        counts)), then each dense target stacked over the batch."""
+        counts); ``made`` when the job made them, as the device stage makes masks), then each dense target
+        stacked over the batch."""
         stacked = tuple(list(arrays) if isinstance(arrays[0], bytes) else _stack_rows(arrays)  # raw: bytes
                         for arrays in zip(*dense)) if dense and dense[0] else ()
-        return self._task_targets(targets, labels, records) + stacked
+        return (made if made is not None else self._task_targets(targets, labels, records)) + stacked
 
     def _task_targets(self, targets: list[Target], labels: np.ndarray, records: list[int]) -> tuple:
         task = self.outputs.task

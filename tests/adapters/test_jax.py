@@ -232,3 +232,12 @@ def test_missing_jax_names_the_extra(monkeypatch):
     monkeypatch.delitem(sys.modules, "picpac.adapters.jax")
     with pytest.raises(picpac.adapters.MissingFrameworkError, match=r"pip install 'picpac\[jax\]'"):
         importlib.import_module("picpac.adapters.jax")
+
+
+def test_device_stage_tensors_arrive_through_dlpack(db):
+    with JaxLoader(db, device="cpu", dtype="uint8", **KEYS, **SIZE) as loader:
+        got = list(loader)
+    want = numpy_batches(db, dtype="uint8", **KEYS, **SIZE)
+    for (images, labels, _), (np_images, np_labels, _) in zip(got, want):
+        assert isinstance(images, jax.Array) and images.dtype == np.uint8 and images.shape == (4, 6, 8, 3)
+        assert np.array_equal(np.asarray(images), np_images) and np.array_equal(labels, np_labels)

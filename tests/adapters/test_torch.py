@@ -332,3 +332,21 @@ def test_cuda_prefetcher_matches_host(db, memory_format):  # pragma: no cover - 
         if memory_format == "channels_last":
             assert images.is_contiguous(memory_format=torch.channels_last)
     host.close(), raw.close()
+
+
+def test_device_loader_batches_are_the_device_streams_with_labels_beside_them(db):
+    with TorchLoader(db, device="cpu", dtype="uint8", **KEYS) as loader, \
+            picpac.ImageStream(db, loop=False, device="cpu", dtype="uint8", label_dtype="int64", **KEYS) as stream, \
+            TorchLoader(db, dtype="uint8", **KEYS) as numpy_loader:
+        for (images, labels, pad), (reference, ref_labels, _), (plain, _, _) in zip(loader, stream, numpy_loader):
+            assert images.shape == (4, 3, 6, 8) and images.dtype == torch.uint8 and labels.dtype == torch.int64
+            assert torch.equal(images, reference) and torch.equal(labels, torch.from_numpy(ref_labels))
+            assert torch.equal(images, plain)  # flat images of whole pixels: resampled to the same bytes
+    with TorchLoader(db, device="cpu", memory_format="channels_last", dtype="uint8", **KEYS) as loader:
+        images = next(iter(loader))[0]
+        assert images.shape == (4, 3, 6, 8) and images.is_contiguous(memory_format=torch.channels_last)
+
+
+def test_dataloader_workers_refuse_the_device_stage(db):
+    with pytest.raises(picpac.PicPacError, match="TorchDataset with device='cpu'.*TorchLoader"):
+        TorchDataset(db, device="cpu")

@@ -1,0 +1,206 @@
+"""The device stage: a batch of planned samples (``geometry.Planned``) made into device tensors.
+
+JPEGs are decoded on the GPU by nvJPEG (``torchvision.io.decode_jpeg``, batched), their compressed bytes first
+gathered into one pinned host buffer; pixels decoded on the CPU (other formats, rotated JPEGs, JPEGs the GPU
+refuses, and every image on ``device='cpu'``) go up in one asynchronous copy from a pinned buffer. Then
+``warp.warp`` maps the batch, the values are rounded as the CPU path's uint8 pixels are, and the output's
+dtype, layout and normalisation are made there; label masks take the same warp by nearest.
+"""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import PicPacValueError, require
+from ..image.decoding import decode_channels
+from .geometry import Planned
+from .warp import torch, warp
+
+WHO = "picpac's device stage (the config key device)"
+
+
+class HostBuffers:
+    """Pinned host memory reused batch after batch: two buffers in turn, each reused only once the device has
+    finished the copies made from it."""
+
+    def __init__(self, device: Any):
+        self.device, self.buffers, self.events, self.turn = device, [None, None], [None, None], 0
+
+    def take(self, nbytes: int) -> np.ndarray:
+        """A pinned uint8 array of ``nbytes`` (a view into this turn's buffer)."""
+        self.turn ^= 1
+        event, buffer = self.events[self.turn], self.buffers[self.turn]
+        if event is not None:
+            event.synchronize()
+        if buffer is None or buffer.numel() < nbytes:
+            buffer = self.buffers[self.turn] = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8).pin_memory()
+        return buffer[:nbytes].numpy()
+
+    def used(self) -> None:
+        """The copies from this turn's buffer are queued: it is free once the device's stream passes here."""
+        event = self.events[self.turn] = self.events[self.turn] or torch.cuda.Event()
+        event.record(torch.cuda.current_stream(self.device))
+
+
+class DeviceStage:
+    """Planned samples -> ``(images, masks or None, decoded)`` on ``device``: images in the output's dtype and
+    layout, masks as the stream's float32 (or one-hot) masks, and which samples the device decoded."""
+
+    def __init__(self, device: str, channels: int, rgb: bool, dtype: np.dtype, channel_first: bool,
+                 mean: np.ndarray | None, std: np.ndarray | None, onehot: int = 0):
+        self.device = torch.device(device)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda and not torch.cuda.is_available():
+            raise PicPacValueError(f"device={device!r}, but torch sees no CUDA device here (torch "
+                                   f"{torch.__version__}); use device='cpu' or leave device out")
+        self.channels, self.rgb, self.dtype, self.channel_first = channels, rgb, dtype, channel_first
+        self.onehot = onehot
+        self.mean = None if mean is None else torch.from_numpy(mean).reshape(1, -1, 1, 1).to(self.device)
+        self.std = None if std is None else torch.from_numpy(std).reshape(1, -1, 1, 1).to(self.device)
+        self.jpeg = _nvjpeg(self.device, channels) if self.cuda else None
+        self.host = HostBuffers(self.device) if self.cuda else None
+
+    @property
+    def decodes(self) -> bool:
+        """Whether JPEGs are decoded on the device (CUDA); else the planning threads decode them."""
+        return self.jpeg is not None
+
+    def __call__(self, planned: Sequence[Planned]) -> tuple[Any, Any, list[bool]]:
+        sizes = {p.size for p in planned}
+        if len(sizes) > 1:
+            raise PicPacValueError(f"images of different sizes {sorted(sizes)} in one batch; set resize_width/"
+                                   "resize_height, crop_width/crop_height, or batch=1 to make them equal")
+        size = planned[0].size
+        images, masks, decoded = self._upload(planned)
+        warped = [i for i, p in enumerate(planned) if p.done is None]
+        out = None
+        if warped:
+            values = warp([images[i] for i in warped], [planned[i].geometry for i in warped], size)
+            values = values.round_().clamp_(0, 255)  # the CPU path's pixels are uint8 before the output's steps
+            bgr = [k for k, i in enumerate(warped) if decoded[i] and not self.rgb and self.channels == 3]
+            if bgr:  # nvJPEG decodes RGB
+                rows = torch.tensor(bgr, device=self.device)
+                values[rows] = values[rows].flip(1)
+            out = self._output(values)
+        if len(warped) < len(planned):
+            done = [i for i, p in enumerate(planned) if p.done is not None]
+            host = torch.from_numpy(np.stack([planned[i].done for i in done])).to(self.device)
+            if out is None:
+                out = host
+            else:  # the samples in batch order
+                full = torch.empty((len(planned), *out.shape[1:]), dtype=out.dtype, device=self.device)
+                full[torch.tensor(warped, device=self.device)] = out
+                full[torch.tensor(done, device=self.device)] = host
+                out = full
+        mask_batch = None
+        if any(m is not None for m in masks):
+            if any(m is None for m in masks):
+                raise PicPacValueError("a batch with masks for some samples only: every sample of a segmentation "
+                                       "stream needs a mask")
+            mask_batch = self._masks(warp(masks, [p.mask_geometry for p in planned], size, nearest=True), planned)
+        return out, mask_batch, decoded
+
+    def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list[bool]]:
+        """Each sample's source image and mask as (C, H, W) device tensors, and whether the device decoded it."""
+        jpegs = [i for i, p in enumerate(planned) if p.jpeg is not None]
+        images: list = [None] * len(planned)
+        decoded = [False] * len(planned)
+        if jpegs:
+            for i, image in zip(jpegs, self._decode([planned[i].jpeg for i in jpegs])):
+                p = planned[i]
+                if image is not None and image.shape[1:] == _source_size(p):
+                    images[i], decoded[i] = image, True
+                    continue
+                pixels = decode_channels(p.jpeg, self.channels, self.rgb, max_pixels=None)  # refused there
+                if pixels is None:
+                    raise PicPacValueError(f"a JPEG of the batch (sample {i}) cannot be decoded")
+                images[i] = pixels
+        for i, p in enumerate(planned):
+            if p.pixels is not None:
+                images[i] = p.pixels
+        host = [(i, a) for i, a in enumerate(images) if isinstance(a, np.ndarray)]
+        host += [(len(planned) + i, p.mask) for i, p in enumerate(planned) if p.mask is not None]
+        arrays = dict(zip([i for i, _ in host], map(_chw, self._to_device([a for _, a in host]))))
+        images = [arrays.get(i, image) for i, image in enumerate(images)]
+        masks = [arrays.get(len(planned) + i) for i in range(len(planned))]
+        return images, masks, decoded
+
+    def _decode(self, datas: list) -> list:
+        """The JPEGs decoded on the device, their bytes gathered into one pinned buffer; None where refused."""
+        sizes = [memoryview(d).nbytes for d in datas]
+        buffer = self.host.take(sum(sizes))
+        tensors, offset = [], 0
+        for data, n in zip(datas, sizes):
+            buffer[offset:offset + n] = np.frombuffer(data, np.uint8)
+            tensors.append(torch.from_numpy(buffer[offset:offset + n]))
+            offset += n
+        try:
+            out = self.jpeg(tensors)
+        except RuntimeError:  # one JPEG the decoder refuses fails the batch: each alone, the refused left out
+            out = []
+            for tensor in tensors:
+                try:
+                    out.append(self.jpeg(tensor))
+                except RuntimeError:
+                    out.append(None)
+        self.host.used()
+        return out
+
+    def _to_device(self, arrays: list[np.ndarray]) -> list:
+        """Host arrays as device tensors: on CUDA one asynchronous copy from a pinned buffer; on the CPU views."""
+        arrays = [a.astype(np.int32) if a.dtype == np.uint16 else a for a in arrays]  # torch's kernels lack uint16
+        if not self.cuda or not arrays:
+            return [torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays]
+        arrays = [np.ascontiguousarray(a) for a in arrays]
+        ends = np.cumsum([a.nbytes for a in arrays])
+        buffer = self.host.take(int(ends[-1]))
+        for a, end in zip(arrays, ends):
+            buffer[end - a.nbytes:end] = a.reshape(-1).view(np.uint8)
+        on_device = torch.from_numpy(buffer).to(self.device, non_blocking=True)
+        self.host.used()
+        return [on_device[end - a.nbytes:end].view(getattr(torch, str(a.dtype))).reshape(a.shape)
+                for a, end in zip(arrays, ends)]
+
+    def _output(self, values: Any) -> Any:
+        """float32 (n, C, H, W) pixel values in the output's dtype, normalisation and layout."""
+        if self.mean is not None:
+            values = values - self.mean
+        if self.std is not None:
+            values = values / self.std
+        values = values.to(getattr(torch, self.dtype.name))
+        return values.contiguous() if self.channel_first else values.permute(0, 2, 3, 1).contiguous()
+
+    def _masks(self, masks: Any, planned: Sequence[Planned]) -> Any:
+        """The stream's mask batch: float32 (n, 1|K, H, W) (NHWC: channels last), one-hot with ``onehot``."""
+        k = self.onehot
+        if k:
+            if masks.shape[1] != 1:
+                raise PicPacValueError("onehot masks need single-channel masks")
+            values = masks[:, 0]
+            bad = values >= k
+            if bool(bad.any()):
+                i = int(bad.reshape(len(planned), -1).any(1).nonzero()[0, 0])
+                raise PicPacValueError(f"sample {i} of the batch: mask value {int(values[i][bad[i]][0])} is not a "
+                                       f"class id in [0, onehot={k})")
+            masks = (values[:, None] == torch.arange(k, device=self.device).reshape(1, k, 1, 1)).float()
+        return masks.contiguous() if self.channel_first else masks.permute(0, 2, 3, 1).contiguous()
+
+
+def _chw(tensor: Any) -> Any:
+    """(H, W[, C]) as (C, H, W), a view."""
+    return tensor[None] if tensor.dim() == 2 else tensor.permute(2, 0, 1)
+
+
+def _source_size(p: Planned) -> tuple[int, int]:
+    """(height, width) of the image a JPEG's geometry was planned for."""
+    return p.geometry.source[1], p.geometry.source[0]
+
+
+def _nvjpeg(device: Any, channels: int) -> Any:
+    """torchvision's batched nvJPEG decode to ``channels`` on ``device``: a list of host byte tensors (or one)
+    -> (C, H, W) uint8 device tensors."""
+    io = require("torchvision.io", "gpu", WHO)
+    mode = io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB
+    return lambda data: io.decode_jpeg(data, mode=mode, device=device)

@@ -1,0 +1,134 @@
+"""The device job: samples planned on CPU threads, their batches made by the device stage (``device='cuda'`` or
+``'cpu'``; docs/gpu.md).
+
+A planning thread reads a record and runs the Python path's own planning (decode deferred, the geometry keys and
+the random steps compose one pending map with the stream's RNG), so crops, flips, scales and rotations are those of
+the CPU path for the same seed, and boxes and keypoints are moved by the same maps here, exactly. What goes to the
+device (``device.geometry.Planned``): an upright baseline JPEG's bytes, for the GPU to decode (on CUDA), else the
+pixels decoded here (other formats, rotated or CMYK JPEGs, every image with ``device='cpu'``), with the map as a
+``Geometry``; label masks with theirs. A sample whose pixels a step read (a colour step) goes with them; one whose
+map the device cannot follow (a reflecting border) is made whole by the CPU path. ``stats()`` counts where each
+sample was decoded.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..device.geometry import Planned, plan
+from ..engine.executor import Delivery
+from ..errors import SampleError
+from ..file.reader import IndexedReader
+from ..image import jpeg_frame
+from ..image.sample import Sample
+from .config import StreamConfig
+from .job import Part
+from .processor import LazyRng, Processor, sample_rng
+from .sample_job import Profile, SampleJob
+
+_IDENTITY = (cv2.BORDER_CONSTANT, 0)
+
+
+class DeviceJob(SampleJob):
+    """A :class:`SampleJob` whose units return ``(Planned, (target, dense))`` for the device stage
+    (``stage.DeviceStage``, which :meth:`stage` makes) to turn into a batch of tensors."""
+
+    def __init__(self, readers: list[IndexedReader], config: StreamConfig, processor: Processor | None = None,
+                 profile: Profile | None = None):
+        super().__init__(readers, config, processor, profile)
+        from ..device.stage import DeviceStage  # torch: imported only by a stream that asks for a device
+        p, out = self.processor, config.output
+        self.segment = out.task == "segment"
+        self.stage = DeviceStage(config.parallelism.device, config.decode.channels, p.rgb, p.dtype, p.channel_first,
+                                 p.mean, p.std, out.onehot if self.segment else 0)
+        self.lock = threading.Lock()
+        self.counts = {"device": 0, "cpu": 0}
+
+    def __call__(self, unit: tuple) -> tuple[Planned, tuple]:
+        _, _, epoch, source, record, label = unit
+        start, cpu = time.perf_counter(), time.thread_time()
+        rng = sample_rng(self.seed, epoch, source, record) if self.processor.random else \
+            LazyRng(self.seed, epoch, source, record)
+        cached = None if self.cache is None else self.cache.get((source, record))
+        read = 0.0
+        if cached is None:
+            reader = self.readers[source]
+            fields = reader[record].fields
+            read = time.perf_counter() - start
+            sample = self.processor.settle(self.processor.decode(fields, label, record, reader.path, reader.arrays),
+                                           rng)
+            if self.cache is not None:
+                sample = self._keep((source, record), sample)
+            sample = self.processor.augment(sample, rng)
+        else:
+            fields, sample = {}, self.processor.augment(cached.copy(), rng)
+        planned = self._plan(sample, fields)
+        target = None if self.segment else self.processor.target(sample)[0]  # masks: the stage's
+        if self.profile is not None:
+            self.profile.sample(read, 0.0, time.perf_counter() - start, time.thread_time() - cpu)
+        return planned, (target, self.processor.dense(sample))
+
+    def _plan(self, sample: Sample, fields: dict[str, Any]) -> Planned:
+        """What the device stage needs of ``sample``."""
+        matrix, size, border = sample.pending()
+        mask, mask_geometry = self._mask(sample, matrix, size)
+        jpeg = pixels = geometry = None
+        if sample.deferred and self.stage.decodes:
+            name = self.processor.field_name(fields, self.config.decode.image_field, "image_field", sample.record, "")
+            frame = jpeg_frame(fields[name])
+            if frame is not None and frame[2] == 1 and frame[3]:  # upright and baseline: the GPU's decoders take it
+                jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border)
+        if jpeg is None:
+            pixels, source_matrix = sample.source()
+            if pixels.dtype == np.uint8 and pixels.ndim == (2 if self.stage.channels == 1 else 3):
+                geometry = plan(source_matrix, (pixels.shape[1], pixels.shape[0]), size, border)
+        if geometry is None or self.segment and mask_geometry is None:
+            # a map the device cannot follow, or pixels of another kind: the CPU path makes the sample whole
+            done, target, _ = self.processor.output(sample)
+            if not self.segment:
+                return Planned(None, None, None, done, None, None, size)
+            return Planned(None, None, None, done, target, plan(None, size, size, _IDENTITY, True), size)
+        return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size)
+
+    def _mask(self, sample: Sample, matrix: np.ndarray | None, size: tuple[int, int]) -> tuple[Any, Any]:
+        """A segmentation sample's mask and its warp (by nearest); shapes are drawn at the output's size, as
+        ``Processor.output`` draws them."""
+        if not self.segment:
+            return None, None
+        if sample.shapes is not None:
+            rasterize = self.processor.rasterize
+            if rasterize.copy:  # PicPac's anno_copy draws over the image: the CPU path
+                return None, None
+            w, h = size
+            canvas = np.zeros((h, w) if rasterize.channels == 1 else (h, w, rasterize.channels), rasterize.dtype)
+            sample.shapes.rasterize(canvas, color_by=rasterize.color_by, thickness=rasterize.thickness,
+                                    channels=rasterize.values, point_radius=rasterize.point_radius)
+            return canvas, plan(None, size, size, _IDENTITY, True)
+        mask = sample.raw_mask
+        if mask is None:
+            raise SampleError(sample.extra.get("source", ""), sample.record,
+                              "has no mask after its transforms (a 'drop' step?)")
+        return mask, plan(matrix, (mask.shape[1], mask.shape[0]), size, _IDENTITY, True)
+
+    def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
+        """Each delivery's tensors as one batch's part, counting where its samples were decoded."""
+        for delivery in deliveries:
+            images, masks, decoded = delivery.arrays
+            with self.lock:
+                self.counts["device"] += sum(decoded)
+                self.counts["cpu"] += len(decoded) - sum(decoded)
+            items = delivery.items
+            targets, dense = zip(*delivery.extras)
+            padding = sum(real is not None and unit[0] >= real for unit in items)
+            yield Part(images, targets, dense, [unit[1] for unit in items], padding, delivery.taken,
+                       made=None if masks is None else (masks,))
+
+    def path_counts(self) -> dict[str, int]:
+        """``device_decoded`` and ``cpu_decoded``: how many of the samples delivered were decoded where."""
+        with self.lock:
+            return {f"{where}_decoded": n for where, n in self.counts.items()}
