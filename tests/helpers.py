@@ -220,3 +220,19 @@ def on_small_disk(folder, script: str, size: str = "1m") -> subprocess.Completed
         pytest.skip("cannot mount a small tmpfs here (no user namespaces, not root)")
     return subprocess.run(["unshare", flags, "sh", "-c", f"{mount} && {script}"], capture_output=True, text=True,
                           timeout=300, env={**os.environ, "DISK": str(folder)})
+
+
+def imagenet_db(path, extra: tuple[tuple[bytes, int], ...] = ()) -> Path:
+    """The 250 JPEGs of imagenet-250 (labelled i % 10), PNGs of the first 6 (labelled 0..5), then ``extra``
+    (image bytes, label) records; skips the test where the real data is missing."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))
+    with picpac.Writer(path) as w:
+        for i, file in enumerate(files):
+            w.append(image=file.read_bytes(), label=i % 10)
+        for i in range(6):
+            w.append(image=cv2.imencode(".png", cv2.imread(str(files[i])))[1].tobytes(), label=i)
+        for data, label in extra:
+            w.append(image=data, label=label)
+    return Path(path)

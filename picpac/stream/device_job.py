@@ -54,19 +54,15 @@ class DeviceJob(SampleJob):
         start, cpu = time.perf_counter(), time.thread_time()
         rng = sample_rng(self.seed, epoch, source, record) if self.processor.random else \
             LazyRng(self.seed, epoch, source, record)
-        cached = None if self.cache is None else self.cache.get((source, record))
-        read = 0.0
+        cached, reader, fields, read = self._source(source, record, start)
         if cached is None:
-            reader = self.readers[source]
-            fields = reader[record].fields
-            read = time.perf_counter() - start
             sample = self.processor.settle(self.processor.decode(fields, label, record, reader.path, reader.arrays),
                                            rng)
             if self.cache is not None:
                 sample = self._keep((source, record), sample)
             sample = self.processor.augment(sample, rng)
         else:
-            fields, sample = {}, self.processor.augment(cached.copy(), rng)
+            sample = self.processor.augment(cached.copy(), rng)
         planned = self._plan(sample, fields)
         target = None if self.segment else self.processor.target(sample)[0]  # masks: the stage's
         if self.profile is not None:

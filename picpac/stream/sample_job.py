@@ -70,12 +70,8 @@ class SampleJob:
         _, _, epoch, source, record, label = unit
         start, cpu = time.perf_counter(), time.thread_time()
         rng = LazyRng(self.seed, epoch, source, record)
-        cached = None if self.cache is None else self.cache.get((source, record))
-        read = 0.0
+        cached, reader, fields, read = self._source(source, record, start)
         if cached is None:
-            reader = self.readers[source]
-            fields = reader[record].fields
-            read = time.perf_counter() - start
             keep = None if self.cache is None else partial(self._keep, (source, record))
             image, target, dense = self.processor.sample(fields, label, record, reader.path, reader.arrays, rng, keep)
         else:
@@ -83,6 +79,15 @@ class SampleJob:
         if self.profile is not None:
             self.profile.sample(read, decode_seconds(), time.perf_counter() - start, time.thread_time() - cpu)
         return image, (target, dense)
+
+    def _source(self, source: int, record: int, start: float) -> tuple[Sample | None, IndexedReader, dict, float]:
+        """``(cached, reader, fields, read)``: the record's cached settled sample (cache=True), else its reader and
+        fields read now and the seconds since ``start``."""
+        cached = None if self.cache is None else self.cache.get((source, record))
+        if cached is not None:
+            return cached, self.readers[source], {}, 0.0
+        reader = self.readers[source]
+        return None, reader, reader[record].fields, time.perf_counter() - start
 
     def _keep(self, key: tuple[int, int], settled: Sample) -> Sample:
         self.cache[key] = settled.copy()

@@ -13,7 +13,7 @@ import picpac  # noqa: E402
 from picpac.errors import PicPacValueError  # noqa: E402
 from picpac.image.color import ColorJitter  # noqa: E402
 from picpac.image.transforms import CenterCrop, Flip, Pad, RandomResizedCrop, Resize  # noqa: E402
-from helpers import SHARED_DATA  # noqa: E402
+from helpers import SHARED_DATA, imagenet_db  # noqa: E402
 
 TOLERANCE = 2.0
 """The largest mean absolute difference per image, in levels of 255, allowed between the device's and the CPU path's
@@ -23,16 +23,7 @@ pixels on W1 and W2 (issue 28): the resamplers differ (docs/gpu.md gives the mea
 @pytest.fixture(scope="module")
 def imagenet(tmp_path_factory) -> Path:
     """The 250 JPEGs, then 6 PNGs of the first of them (decoded on the CPU, warped on the device)."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
-    path = tmp_path_factory.mktemp("device") / "imagenet.picpac"
-    files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))
-    with picpac.Writer(path) as w:
-        for i, file in enumerate(files):
-            w.append(image=file.read_bytes(), label=i % 10)
-        for i in range(6):
-            w.append(image=cv2.imencode(".png", cv2.imread(str(files[i])))[1].tobytes(), label=i)
-    return path
+    return imagenet_db(tmp_path_factory.mktemp("device") / "imagenet.picpac")
 
 
 def batches(path, device, **config) -> tuple[list[tuple], dict]:
@@ -138,6 +129,8 @@ def test_keys_the_device_cannot_follow_are_refused_by_name(imagenet):
 def annotated(tmp_path_factory) -> Path:
     """30 of the JPEGs, each with a box and a point (JSON shapes) and a label mask of the box."""
     import json
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
     path = tmp_path_factory.mktemp("device") / "annotated.picpac"
     files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))[:30]
     with picpac.Writer(path) as w:

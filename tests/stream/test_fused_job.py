@@ -3,7 +3,6 @@ for the benchmarks' workloads and the layouts, dtypes and steps it covers; sampl
 path one by one; each sample is written into its batch."""
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 
@@ -13,7 +12,7 @@ from picpac.image.color import ColorJitter
 from picpac.image.transforms import CenterCrop, Flip, Pad, RandomResizedCrop, Resize, Rotate, Rotate90
 from picpac.stream.config import StreamConfig
 from picpac.stream.fused_job import FusedSampleJob, fused_reason
-from helpers import SHARED_DATA, smooth_jpeg
+from helpers import SHARED_DATA, imagenet_db, smooth_jpeg
 
 fused_only = pytest.mark.skipif(not decoding.FUSED, reason="the fused C path needs picpac's C extension on x86-64 "
                                                            "with AVX2 and FMA")
@@ -23,18 +22,9 @@ fused_only = pytest.mark.skipif(not decoding.FUSED, reason="the fused C path nee
 def imagenet(tmp_path_factory) -> Path:
     """The 250 JPEGs, then 6 PNGs and a JPEG followed by 100 bytes (no end marker where the C path looks for one):
     OpenCV decodes these 7, not the C path."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
-    path = tmp_path_factory.mktemp("fused") / "imagenet.picpac"
     files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))
-    with picpac.Writer(path) as w:
-        for i, file in enumerate(files):
-            w.append(image=file.read_bytes(), label=i % 10)
-        for i in range(6):
-            pixels = cv2.imread(str(files[i]))
-            w.append(image=cv2.imencode(".png", pixels)[1].tobytes(), label=i)
-        w.append(image=files[7].read_bytes() + bytes(100), label=7)
-    return path
+    return imagenet_db(tmp_path_factory.mktemp("fused") / "imagenet.picpac",
+                       ((files[7].read_bytes() + bytes(100), 7),) if files else ())
 
 
 def batches(path, fused: bool, **config) -> tuple[list[tuple], dict]:
