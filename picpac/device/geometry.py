@@ -119,3 +119,5 @@ class Planned(NamedTuple):
     mask_geometry: Geometry | None
     size: tuple[int, int]
     """The output's (width, height)."""
+    colour: tuple = ()
+    """The colour steps' draws, applied after the warp (``photometric.Colour`` entries)."""

@@ -3,8 +3,9 @@
 JPEGs are decoded on the GPU by nvJPEG (``torchvision.io.decode_jpeg``, batched), their compressed bytes first
 gathered into one pinned host buffer; pixels decoded on the CPU (other formats, rotated JPEGs, JPEGs the GPU
 refuses, and every image on ``device='cpu'``) go up in one asynchronous copy from a pinned buffer. Then
-``warp.warp`` maps the batch, the values are rounded as the CPU path's uint8 pixels are, and the output's
-dtype, layout and normalisation are made there; label masks take the same warp by nearest.
+``warp.warp`` maps the batch, the values are rounded as the CPU path's uint8 pixels are, the colour steps
+drawn for each sample run (``photometric``), and the output's dtype, layout and normalisation are made there;
+label masks take the same warp by nearest.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 
 from ..errors import PicPacValueError, require
 from ..image.decoding import decode_channels
+from . import photometric
 from .geometry import Planned
 from .warp import torch, warp
 
@@ -22,21 +24,25 @@ WHO = "picpac's device stage (the config key device)"
 
 
 class HostBuffers:
-    """Pinned host memory reused batch after batch: two buffers in turn, each reused only once the device has
+    """Pinned host memory reused batch after batch: ``TURNS`` buffers in turn, each reused only once the device has
     finished the copies made from it."""
 
-    def __init__(self, device: Any):
-        self.device, self.buffers, self.events, self.turn = device, [None, None], [None, None], 0
+    TURNS = 4
 
-    def take(self, nbytes: int) -> np.ndarray:
-        """A pinned uint8 array of ``nbytes`` (a view into this turn's buffer)."""
-        self.turn ^= 1
+    def __init__(self, device: Any):
+        self.device, self.turn = device, 0
+        self.buffers: list = [None] * self.TURNS
+        self.events: list = [None] * self.TURNS
+
+    def take(self, nbytes: int) -> Any:
+        """A pinned uint8 tensor of ``nbytes`` (a view into this turn's buffer; ``.numpy()`` writes into it)."""
+        self.turn = (self.turn + 1) % self.TURNS
         event, buffer = self.events[self.turn], self.buffers[self.turn]
         if event is not None:
             event.synchronize()
         if buffer is None or buffer.numel() < nbytes:
             buffer = self.buffers[self.turn] = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8).pin_memory()
-        return buffer[:nbytes].numpy()
+        return buffer[:nbytes]
 
     def used(self) -> None:
         """The copies from this turn's buffer are queued: it is free once the device's stream passes here."""
@@ -83,6 +89,9 @@ class DeviceStage:
             if bgr:  # nvJPEG decodes RGB
                 rows = torch.tensor(bgr, device=self.device)
                 values[rows] = values[rows].flip(1)
+            colours = [planned[i].colour for i in warped]
+            if any(colours):
+                values = photometric.apply(values, colours, "RGB" if self.rgb else "BGR")
             out = self._output(values)
         if len(warped) < len(planned):
             done = [i for i, p in enumerate(planned) if p.done is not None]
@@ -130,11 +139,11 @@ class DeviceStage:
     def _decode(self, datas: list) -> list:
         """The JPEGs decoded on the device, their bytes gathered into one pinned buffer; None where refused."""
         sizes = [memoryview(d).nbytes for d in datas]
-        buffer = self.host.take(sum(sizes))
-        tensors, offset = [], 0
+        pinned = self.host.take(sum(sizes))
+        host, tensors, offset = pinned.numpy(), [], 0
         for data, n in zip(datas, sizes):
-            buffer[offset:offset + n] = np.frombuffer(data, np.uint8)
-            tensors.append(torch.from_numpy(buffer[offset:offset + n]))
+            host[offset:offset + n] = np.frombuffer(data, np.uint8)
+            tensors.append(pinned[offset:offset + n])
             offset += n
         try:
             out = self.jpeg(tensors)
@@ -154,14 +163,15 @@ class DeviceStage:
         if not self.cuda or not arrays:
             return [torch.from_numpy(a if a.flags.writeable else a.copy()) for a in arrays]
         arrays = [np.ascontiguousarray(a) for a in arrays]
-        ends = np.cumsum([a.nbytes for a in arrays])
-        buffer = self.host.take(int(ends[-1]))
-        for a, end in zip(arrays, ends):
-            buffer[end - a.nbytes:end] = a.reshape(-1).view(np.uint8)
-        on_device = torch.from_numpy(buffer).to(self.device, non_blocking=True)
+        starts = np.cumsum([0] + [-(-a.nbytes // 16) * 16 for a in arrays])  # each array 16-byte aligned
+        pinned = self.host.take(int(starts[-1]))
+        host = pinned.numpy()
+        for a, start in zip(arrays, starts):
+            host[start:start + a.nbytes] = a.reshape(-1).view(np.uint8)
+        on_device = pinned.to(self.device, non_blocking=True)
         self.host.used()
-        return [on_device[end - a.nbytes:end].view(getattr(torch, str(a.dtype))).reshape(a.shape)
-                for a, end in zip(arrays, ends)]
+        return [on_device[start:start + a.nbytes].view(getattr(torch, str(a.dtype))).reshape(a.shape)
+                for a, start in zip(arrays, starts)]
 
     def _output(self, values: Any) -> Any:
         """float32 (n, C, H, W) pixel values in the output's dtype, normalisation and layout."""

@@ -61,10 +61,12 @@ def _canvas(crops: list, ones: bool):
     canvas = torch.zeros((len(crops), channels + ones, max(c.shape[1] for c in crops), max(c.shape[2] for c in crops)),
                          dtype=torch.float32, device=crops[0].device)
     for i, crop in enumerate(crops):
-        h, w = crop.shape[1:]
-        canvas[i, :channels, :h, :w] = crop
-        if ones:
-            canvas[i, channels, :h, :w] = 1
+        canvas[i, :channels, :crop.shape[1], :crop.shape[2]] = crop
+    if ones:  # (one operation for the batch, not one per sample)
+        sizes = _to(np.array([c.shape[1:] for c in crops], np.int64), canvas.device)
+        rows = torch.arange(canvas.shape[2], device=canvas.device)[None, :, None] < sizes[:, 0, None, None]
+        columns = torch.arange(canvas.shape[3], device=canvas.device)[None, None, :] < sizes[:, 1, None, None]
+        canvas[:, channels] = rows & columns
     return canvas
 
 

@@ -178,13 +178,21 @@ class ColorJitter:
         return (_factor_range(self.brightness, "brightness"), _factor_range(self.contrast, "contrast"),
                 _factor_range(self.saturation, "saturation"), _hue_range(self.hue))
 
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
+    def draw(self, rng: Any) -> tuple[list[int], list[float | None]] | None:
+        """What one call draws: the order of the four steps and each one's factor (None: not applied); None
+        when the call changes nothing (a batched version applies the same draws: the device stage)."""
         ranges = self.ranges()
         if not self.random or all(r is None for r in ranges):
-            return sample
+            return None
         # torchvision's draw order: the permutation, then each factor in the fixed order b, c, s, h
         steps = [int(i) for i in rng.permutation(4)]
-        factors = [None if r is None else float(rng.uniform(*r)) for r in ranges]
+        return steps, [None if r is None else float(rng.uniform(*r)) for r in ranges]
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        drawn = self.draw(rng)
+        if drawn is None:
+            return sample
+        steps, factors = drawn
         image = _uint8(sample.image, "ColorJitter")
         gray = _channels(image, "ColorJitter") == 1
         order = "RGB" if gray else _order(sample)
@@ -228,11 +236,16 @@ class AddColor:
             raise PicPacValueError(f"colorspace: must be one of BGR, RGB, HSV, Lab, got {self.colorspace!r}")
         object.__setattr__(self, "values", values)
 
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
+    def draw(self, rng: Any) -> list[float] | None:
+        """What one call draws: each channel's value, in ``colorspace``'s order; None when it changes nothing."""
         if not self.random:
-            return sample
+            return None
         deltas = [_draw(rng, -v, v, True) for v in self.values]
-        if not any(deltas):
+        return deltas if any(deltas) else None
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        deltas = self.draw(rng)
+        if deltas is None:
             return sample
         image = _uint8(sample.image, "AddColor")
         gray = _channels(image, "AddColor") == 1
@@ -263,12 +276,14 @@ class Invert:
         if not 0 <= self.p <= 1:
             raise PicPacValueError(f"p: must be in [0, 1], got {self.p}")
 
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
+    def draw(self, rng: Any) -> bool:
+        """What one call draws: whether it inverts."""
         if self.random:
-            invert = self.p >= 1 or (self.p > 0 and float(rng.random()) < self.p)
-        else:
-            invert = self.p >= 0.5
-        if invert:
+            return self.p >= 1 or (self.p > 0 and float(rng.random()) < self.p)
+        return self.p >= 0.5
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        if self.draw(rng):
             sample.image = 255 - _uint8(sample.image, "Invert")
         return sample
 

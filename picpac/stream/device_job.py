@@ -46,6 +46,12 @@ class DeviceJob(SampleJob):
         self.segment = out.task == "segment"
         self.stage = DeviceStage(config.parallelism.device, config.decode.channels, p.rgb, p.dtype, p.channel_first,
                                  p.mean, p.std, out.onehot if self.segment else 0)
+        from ..device import photometric
+        self.photometric = photometric
+        # the trailing colour steps the device makes; the steps before them run here, as on the CPU path
+        colours = photometric.steps(p.random)
+        self.head, self.tail = p.random[:len(p.random) - colours], p.random[len(p.random) - colours:]
+        self.order = "RGB" if p.rgb else "BGR"
         self.lock = threading.Lock()
         self.counts = {"device": 0, "cpu": 0}
 
@@ -60,17 +66,18 @@ class DeviceJob(SampleJob):
                                            rng)
             if self.cache is not None:
                 sample = self._keep((source, record), sample)
-            sample = self.processor.augment(sample, rng)
         else:
-            sample = self.processor.augment(cached.copy(), rng)
-        planned = self._plan(sample, fields)
+            sample = cached.copy()
+        sample = self.processor.augment(sample, rng, self.head)
+        planned = self._plan(sample, fields, rng)
         target = None if self.segment else self.processor.target(sample)[0]  # masks: the stage's
         if self.profile is not None:
             self.profile.sample(read, 0.0, time.perf_counter() - start, time.thread_time() - cpu)
         return planned, (target, self.processor.dense(sample))
 
-    def _plan(self, sample: Sample, fields: dict[str, Any]) -> Planned:
-        """What the device stage needs of ``sample``."""
+    def _plan(self, sample: Sample, fields: dict[str, Any], rng: Any) -> Planned:
+        """What the device stage needs of ``sample``, whose colour steps (``self.tail``) are still to come: drawn
+        here for the device, or run here on the CPU path."""
         matrix, size, border = sample.pending()
         mask, mask_geometry = self._mask(sample, matrix, size)
         jpeg = pixels = geometry = None
@@ -85,11 +92,12 @@ class DeviceJob(SampleJob):
                 geometry = plan(source_matrix, (pixels.shape[1], pixels.shape[0]), size, border)
         if geometry is None or self.segment and mask_geometry is None:
             # a map the device cannot follow, or pixels of another kind: the CPU path makes the sample whole
-            done, target, _ = self.processor.output(sample)
+            done, target, _ = self.processor.output(self.processor.augment(sample, rng, self.tail))
             if not self.segment:
                 return Planned(None, None, None, done, None, None, size)
             return Planned(None, None, None, done, target, plan(None, size, size, _IDENTITY, True), size)
-        return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size)
+        colour = tuple(c for c in (self.photometric.plan(step, rng, self.order) for step in self.tail) if c is not None)
+        return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size, colour)
 
     def _mask(self, sample: Sample, matrix: np.ndarray | None, size: tuple[int, int]) -> tuple[Any, Any]:
         """A segmentation sample's mask and its warp (by nearest); shapes are drawn at the output's size, as

@@ -199,8 +199,12 @@ class SameColor:
 
     value: float
 
+    def draw(self, rng: Any) -> int:
+        """What one call draws: the value added (0: the image is left as it is)."""
+        return round(float(rng.uniform(-self.value, self.value)))
+
     def __call__(self, sample: Sample, rng: Any) -> Sample:
-        delta = round(float(rng.uniform(-self.value, self.value)))
+        delta = self.draw(rng)
         if delta:
             image = sample.image
             shifted = image.astype(np.float32) + delta

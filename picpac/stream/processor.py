@@ -299,9 +299,10 @@ class Processor:
         """The deterministic geometry keys (what ``cache=True`` keeps, resampled by its copy)."""
         return apply_all(self.fixed, sample, rng)
 
-    def augment(self, sample: Sample, rng: Any) -> Sample:
-        """The random steps, in order; an exception from user code gets a note naming the record."""
-        for step in self.random:
+    def augment(self, sample: Sample, rng: Any, steps: list | None = None) -> Sample:
+        """The random steps (or ``steps`` of them), in order; an exception from user code gets a note naming the
+        record."""
+        for step in self.random if steps is None else steps:
             try:
                 sample = step(sample, rng)
             except Exception as exc:

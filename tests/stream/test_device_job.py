@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 
 import picpac  # noqa: E402
 from picpac.errors import PicPacValueError  # noqa: E402
-from picpac.image.color import ColorJitter  # noqa: E402
+from picpac.image.color import ColorJitter, Invert  # noqa: E402
 from picpac.image.transforms import CenterCrop, Flip, Pad, RandomResizedCrop, Resize  # noqa: E402
 from helpers import SHARED_DATA, imagenet_db  # noqa: E402
 
@@ -68,12 +68,26 @@ def test_normalised_channel_first_rgb_output(imagenet):
     assert (per_image_difference(device, cpu) * 60).mean() < 1.0  # in levels of 255
 
 
-def test_pixels_a_colour_step_read_come_from_the_cpu_path_exactly(imagenet):
-    config = {"transforms": [RandomResizedCrop(96, 96), ColorJitter(brightness=0.3)], "dtype": "uint8"}
+def test_trailing_colour_steps_run_on_the_device_with_the_cpu_paths_bytes(imagenet, monkeypatch):
+    from picpac.device import photometric
+    applied = []
+    apply = photometric.apply
+    monkeypatch.setattr(photometric, "apply", lambda values, colours, order: applied.append(len(colours)) or
+                        apply(values, colours, order))
+    config = {"transforms": [CenterCrop(96, 96), Flip(horizontal=0.5),
+                             ColorJitter(brightness=0.3, contrast=0.3, saturation=0.3), Invert(p=0.3)],
+              "pert_color1": 10, "pert_color2": 20, "pert_color3": 5, "perturb": True, "dtype": "uint8"}
     cpu, _ = batches(imagenet, None, **config)
     device, stats = batches(imagenet, "cpu", **config)
-    assert all(np.array_equal(d[0], c[0]) for d, c in zip(device, cpu))
-    assert stats["cpu_decoded"] == 256
+    assert all(np.array_equal(d[0], c[0]) for d, c in zip(device, cpu))  # a crop and a flip: no resampling
+    assert sum(applied) == 256  # ColorJitter and Invert ran there (PicPac's pert_color*, before the crop, here)
+
+
+def test_colour_steps_the_device_does_not_make_read_the_pixels_on_the_cpu(imagenet):
+    for steps in ([CenterCrop(96, 96), ColorJitter(hue=0.2)], [ColorJitter(brightness=0.3), CenterCrop(96, 96)]):
+        cpu, _ = batches(imagenet, None, transforms=steps, dtype="uint8")
+        device, _ = batches(imagenet, "cpu", transforms=steps, dtype="uint8")
+        assert all(np.array_equal(d[0], c[0]) for d, c in zip(device, cpu))
 
 
 def test_a_border_the_device_cannot_follow_takes_the_cpu_path_whole(imagenet):
