@@ -17,7 +17,7 @@ import numpy as np
 from ..errors import PicPacValueError, require
 from ..image.decoding import decode_channels
 from . import photometric
-from .geometry import Planned
+from .geometry import Geometry, Planned
 from .warp import torch, warp
 
 WHO = "picpac's device stage (the config key device)"
@@ -79,11 +79,11 @@ class DeviceStage:
             raise PicPacValueError(f"images of different sizes {sorted(sizes)} in one batch; set resize_width/"
                                    "resize_height, crop_width/crop_height, or batch=1 to make them equal")
         size = planned[0].size
-        images, masks, decoded = self._upload(planned)
+        images, geometries, masks, mask_geometries, decoded = self._upload(planned)
         warped = [i for i, p in enumerate(planned) if p.done is None]
         out = None
         if warped:
-            values = warp([images[i] for i in warped], [planned[i].geometry for i in warped], size)
+            values = warp([images[i] for i in warped], [geometries[i] for i in warped], size)
             values = values.round_().clamp_(0, 255)  # the CPU path's pixels are uint8 before the output's steps
             bgr = [k for k, i in enumerate(warped) if decoded[i] and not self.rgb and self.channels == 3]
             if bgr:  # nvJPEG decodes RGB
@@ -108,33 +108,43 @@ class DeviceStage:
             if any(m is None for m in masks):
                 raise PicPacValueError("a batch with masks for some samples only: every sample of a segmentation "
                                        "stream needs a mask")
-            mask_batch = self._masks(warp(masks, [p.mask_geometry for p in planned], size, nearest=True), planned)
+            mask_batch = self._masks(warp(masks, mask_geometries, size, nearest=True), planned)
         return out, mask_batch, decoded
 
-    def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list[bool]]:
-        """Each sample's source image and mask as (C, H, W) device tensors, and whether the device decoded it."""
-        jpegs = [i for i, p in enumerate(planned) if p.jpeg is not None]
-        images: list = [None] * len(planned)
-        decoded = [False] * len(planned)
-        if jpegs:
-            for i, image in zip(jpegs, self._decode([planned[i].jpeg for i in jpegs])):
+    def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list, list, list[bool]]:
+        """``(images, geometries, masks, mask geometries, decoded)``: the part of each sample's source (and mask)
+        that its warp reads, as a (C, h, w) device tensor, with the geometry from that part; and whether the device
+        decoded it. JPEGs are decoded at most ``DECODE_BYTES`` of pixels at a time, each cut to its part at once,
+        so a batch of large photos never holds all of them whole; host pixels are cut before they are copied."""
+        n = len(planned)
+        images: list = [None] * n
+        geometries = [p.geometry for p in planned]
+        decoded = [False] * n
+        host: dict[int, np.ndarray] = {i: p.pixels for i, p in enumerate(planned) if p.pixels is not None}
+        for chunk in _chunks([i for i, p in enumerate(planned) if p.jpeg is not None], planned, self.channels):
+            for i, image in zip(chunk, self._decode([planned[i].jpeg for i in chunk])):
                 p = planned[i]
                 if image is not None and image.shape[1:] == _source_size(p):
-                    images[i], decoded[i] = image, True
+                    images[i], geometries[i] = _cut(image, p.geometry, copy=True)
+                    decoded[i] = True
                     continue
                 pixels = decode_channels(p.jpeg, self.channels, self.rgb, max_pixels=None)  # refused there
                 if pixels is None:
                     raise PicPacValueError(f"a JPEG of the batch (sample {i}) cannot be decoded")
-                images[i] = pixels
+                host[i] = pixels
+        mask_geometries = [p.mask_geometry for p in planned]
+        cuts = []
+        for i, pixels in host.items():
+            pixels, geometries[i] = _cut(pixels, geometries[i])
+            cuts.append((i, pixels))
         for i, p in enumerate(planned):
-            if p.pixels is not None:
-                images[i] = p.pixels
-        host = [(i, a) for i, a in enumerate(images) if isinstance(a, np.ndarray)]
-        host += [(len(planned) + i, p.mask) for i, p in enumerate(planned) if p.mask is not None]
-        arrays = dict(zip([i for i, _ in host], map(_chw, self._to_device([a for _, a in host]))))
+            if p.mask is not None:
+                mask, mask_geometries[i] = _cut(p.mask, p.mask_geometry)
+                cuts.append((n + i, mask))
+        arrays = dict(zip([i for i, _ in cuts], map(_chw, self._to_device([a for _, a in cuts]))))
         images = [arrays.get(i, image) for i, image in enumerate(images)]
-        masks = [arrays.get(len(planned) + i) for i in range(len(planned))]
-        return images, masks, decoded
+        masks = [arrays.get(n + i) for i in range(n)]
+        return images, geometries, masks, mask_geometries, decoded
 
     def _decode(self, datas: list) -> list:
         """The JPEGs decoded on the device, their bytes gathered into one pinned buffer; None where refused."""
@@ -196,6 +206,35 @@ class DeviceStage:
                                        f"class id in [0, onehot={k})")
             masks = (values[:, None] == torch.arange(k, device=self.device).reshape(1, k, 1, 1)).float()
         return masks.contiguous() if self.channel_first else masks.permute(0, 2, 3, 1).contiguous()
+
+
+DECODE_BYTES = 1 << 30
+"""The most pixels (in bytes) the device decodes at once; each image is cut to the part its warp reads after."""
+
+
+def _chunks(indices: list[int], planned: Sequence[Planned], channels: int) -> list[list[int]]:
+    """``indices`` in runs whose images take at most ``DECODE_BYTES`` decoded (one image at least)."""
+    runs: list[list[int]] = []
+    total = DECODE_BYTES
+    for i in indices:
+        width, height = planned[i].geometry.source
+        nbytes = width * height * channels
+        if total + nbytes > DECODE_BYTES:
+            runs.append([])
+            total = 0
+        runs[-1].append(i)
+        total += nbytes
+    return runs
+
+
+def _cut(image: Any, g: Geometry, copy: bool = False) -> tuple[Any, Geometry]:
+    """The part of ``image`` ((C, H, W) tensor or (H, W[, C]) array) that ``g`` reads, and ``g`` from that part
+    (its map is relative to the part already); ``copy`` lets the whole image go."""
+    x0, y0, x1, y1 = g.crop
+    part = image[:, y0:y1, x0:x1] if not isinstance(image, np.ndarray) else image[y0:y1, x0:x1]
+    if copy:
+        part = part.clone()
+    return part, g._replace(crop=(0, 0, x1 - x0, y1 - y0))
 
 
 def _chw(tensor: Any) -> Any:

@@ -89,3 +89,26 @@ def test_on_cuda_jpegs_are_decoded_by_the_gpu_close_to_libjpeg():
     images, _, decoded = stage(device="cuda")([Planned(data, None, g, None, None, None, (128, 96))] * 3)
     assert decoded == [True] * 3 and images.device.type == "cuda"
     assert np.abs(images[0].cpu().numpy().transpose(1, 2, 0).astype(int) - reference).mean() < 1.5  # BGR, as cv2
+
+
+def test_jpegs_are_decoded_in_runs_that_bound_the_pixels_held(monkeypatch):
+    from picpac.device import stage as stage_module
+    g = plan(None, (100, 50), (100, 50), CONSTANT)  # 15,000 bytes decoded with 3 channels
+    batch = [Planned(b"jpeg", None, g, None, None, None, (100, 50))] * 5
+    monkeypatch.setattr(stage_module, "DECODE_BYTES", 40_000)
+    assert stage_module._chunks([0, 1, 2, 3, 4], batch, 3) == [[0, 1], [2, 3], [4]]
+    monkeypatch.setattr(stage_module, "DECODE_BYTES", 1)  # one image at least
+    assert stage_module._chunks([0, 2], batch, 3) == [[0], [2]]
+
+
+def test_sources_are_cut_to_what_the_warp_reads_before_they_go_up():
+    from picpac.device.stage import _cut
+    pixels = np.arange(20 * 30 * 3, dtype=np.uint8).reshape(20, 30, 3)
+    g = plan(np.array([[1.0, 0, -10], [0, 1, -5]]), (30, 20), (8, 6), CONSTANT)
+    part, moved = _cut(pixels, g)
+    x0, y0, x1, y1 = g.crop
+    assert np.array_equal(part, pixels[y0:y1, x0:x1]) and moved.crop == (0, 0, x1 - x0, y1 - y0)
+    assert moved.inverse == g.inverse  # the map was relative to the crop already
+    tensor = torch.from_numpy(pixels).permute(2, 0, 1)
+    from picpac.device.warp import warp
+    assert torch.equal(warp([tensor], [g], (8, 6)), warp([torch.from_numpy(part).permute(2, 0, 1)], [moved], (8, 6)))
