@@ -1,11 +1,12 @@
 #!/bin/bash
-# Issues 27 and 28: the 16-core GPU figures on a lent GPU machine, in one call (see docs/performance.md, "The fused C path").
+# Issues 27 and 28: the 16-core GPU figures on a lent GPU machine, in one call (docs/performance.md, docs/gpu.md).
 # Here, first: bash benchmarks/device_run.sh --prepare   (fills the ignored folder device/: libjpeg-turbo's two
 # Debian packages and a copy of imagenet-250, about 27 MiB). There, as one `run` that carries device/:
 #   bash benchmarks/device_run.sh
 # It builds picpac with its C extension into /tmp/site against the unpacked packages (the machine has no
-# libjpeg headers and no network), then runs benchmarks/scaling.py and benchmarks/train_feed.py (ResNet-50 and -18 on the
-# GPU) and writes their output to $OUT (or ./device/out).
+# libjpeg headers and no network), then runs benchmarks/scaling.py, benchmarks/device_stage.py (nvJPEG's pixels
+# against the CPU path's, the batched warp's rate) and benchmarks/train_feed.py (ResNet-50 and -18 on the GPU) and
+# writes their output to $OUT (or ./device/out). SKIP_SCALING=1 leaves scaling.py out (issue 28's figures alone).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" = "--prepare" ]; then
@@ -28,5 +29,8 @@ export PYTHONPATH=/tmp/site PICPAC_BENCH_DATA=$PWD/device/imagenet-250
 print('picpac', picpac.__version__, 'OpenCV', cv2.__version__, 'fused', d.FUSED, 'fused warps', d.FUSED_WARPS)") \
     | tee "$out/versions.txt"
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$out/versions.txt" 2>&1 || true
-python3 benchmarks/scaling.py --samples 4000 --python 2>&1 | tee "$out/scaling.txt"
+if [ -z "${SKIP_SCALING:-}" ]; then
+    python3 benchmarks/scaling.py --samples 4000 --python 2>&1 | tee "$out/scaling.txt"
+fi
+python3 benchmarks/device_stage.py 2>&1 | tee "$out/device_stage.txt"
 python3 benchmarks/train_feed.py --model resnet50,resnet18 --batch 256 --steps 40 --samples 4000 2>&1 | tee "$out/train_feed.txt"

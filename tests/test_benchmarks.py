@@ -1,5 +1,6 @@
 """The benchmarks that the suite runs as smoke tests (not timed): benchmarks/train_feed.py on the CPU with a tiny
-model, every feed, a few steps, checking that it trains on each and prints the table."""
+model, every feed, a few steps, checking that it trains on each and prints the table; benchmarks/device_stage.py on
+the CPU over a few images, checking its tables."""
 import re
 import subprocess
 import sys
@@ -35,3 +36,22 @@ def test_train_feed_runs_every_feed_on_the_cpu():
         rate, wait, cores, ratio = re.search(r"([\d,]+)\s+(\d+)%\s+([\d.]+)\s+([\d.]+)x$", line).groups()
         assert int(rate.replace(",", "")) > 0 and 0 <= int(wait) <= 100 and float(cores) > 0 and float(ratio) > 0
     assert table[0].endswith("1.00x")
+
+
+def test_device_stage_prints_the_agreement_and_the_warp_rates_on_the_cpu():
+    pytest.importorskip("torch")
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "device_stage.py"), "--device", "cpu",
+                          "--samples", "12", "--batch", "8", "--repeats", "1"], capture_output=True, text=True,
+                         timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^  (.+?)\s+mean\s+([\d.]+)\s+worst image\s+([\d.]+)\s+\(12 images\)$", out.stdout, re.M)
+    assert [name for name, *_ in rows][:2] == ["W1 (RandomResizedCrop 224 + flip)",
+                                               "W2 (shorter side 256 + centre crop 224)"]
+    assert len(rows) == 5 and all(float(worst) <= 2 for *_, worst in rows)
+    assert re.search(r"masks \(nearest\), pert_\* keys\s+[\d.]+% of the mask pixels differ", out.stdout)
+    rates = re.findall(r"^  (batched \(the stage's warp\)|one sample per call)\s+([\d,]+) img/s\s+([\d.]+)x$",
+                       out.stdout, re.M)
+    assert [name for name, *_ in rates] == ["batched (the stage's warp)", "one sample per call"]
+    assert rates[1][2] == "1.00"

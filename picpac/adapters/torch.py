@@ -136,7 +136,7 @@ class TorchLoader(StreamLoader):
     ``(B, C, H, W)`` (contiguous, or ``torch.channels_last`` with ``memory_format='channels_last'``),
     labels, ``pad`` an int. ``pin_memory=True`` puts them in pinned memory (for asynchronous copies
     to a GPU; a warning and pageable memory where torch cannot pin). With ``device='cuda'`` the device
-    stage decodes and augments on the GPU and every tensor of a batch arrives there (docs/gpu.md).
+    stage decodes and augments on the GPU and every tensor of a batch arrives there (`picpac docs gpu`).
 
     ``for epoch in range(E): loader.set_epoch(epoch); for batch in loader: ...``
     """
@@ -183,7 +183,7 @@ class TorchDataset(torch.utils.data.IterableDataset):
         if self.config.parallelism.device is not None:
             raise PicPacValueError(f"TorchDataset with device={self.config.parallelism.device!r}: the device stage runs "
                                    "in the training process, not in DataLoader workers; use TorchLoader(path, "
-                                   "device=...) instead (docs/gpu.md)")
+                                   "device=...) instead (`picpac docs gpu`)")
         self.rank, self.world_size = self.config.order.rank, self.config.order.world_size
         self._epoch: int | None = None
         self._stream: ImageStream | None = None

@@ -1,9 +1,10 @@
 """What the device's batched warp needs of one sample's pending map, planned on the CPU (NumPy only).
 
 The map (source continuous coordinates -> output) is inverted and reduced to the part of the source it reads
-(a crop, with the margin bilinear sampling reads) and a box average of ``pool`` x ``pool`` pixels before the
-warp where the map shrinks by 2x or more: the GPU's counterpart of decoding a JPEG at a reduced scale, so that
-a shrink does not alias. The warp then samples the pooled crop bilinearly (or by nearest, for masks).
+(a crop, with the margin bilinear sampling reads), with the CPU path's own shrinks before the warp: a box average
+of ``pool`` x ``pool`` pixels where the CPU path decodes the JPEG at 1/pool, and INTER_AREA's boxes where it
+shrinks a whole image by more than 2x before a warp, so that a shrink does not alias and the pixels stay close to
+the CPU path's. The warp then samples bilinearly (box means for a shrinking slice; nearest for masks).
 """
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ class Geometry(NamedTuple):
     crop: tuple[int, int, int, int]
     """(x0, y0, x1, y1): the source pixels the map reads (with bilinear sampling's margin)."""
     pool: int
-    """The side of the box average taken of the crop before the warp (1: none)."""
+    """The side of the box average taken of the crop first (1: none): a JPEG decoded at 1/pool on the CPU path."""
     inverse: tuple[float, ...]
     """The 2x3 map from the output's continuous coordinates to the pooled crop's, row-major."""
     fill: float | None
@@ -35,50 +36,68 @@ class Geometry(NamedTuple):
     area: bool = False
     """Whether the map is an axis-aligned shrink that the CPU path makes by INTER_AREA (a slice, resized): the
     warp averages each output pixel's box then, exactly, instead of sampling bilinearly."""
+    shrink: tuple | None = None
+    """INTER_AREA's shrink of the pooled crop before a warp, as the CPU path shrinks the whole image: ``(fx, fy,
+    ox, oy, nx, ny)``, boxes of fx x fy pooled pixels, the first at (ox, oy), nx x ny of them; None: none."""
 
 
 def plan(matrix: np.ndarray | None, source: tuple[int, int], size: tuple[int, int], border: tuple[int, float],
-         nearest: bool = False) -> Geometry | None:
+         nearest: bool = False, reduction: int = 1) -> Geometry | None:
     """The warp of a ``source`` = (width, height) array by ``matrix`` (None: none) onto ``size`` = (width, height)
-    with ``border`` (kind, fill); ``nearest`` for label masks (no box average). None where the device cannot
-    follow it: a border other than a constant number or replication, or a map that collapses the image."""
+    with ``border`` (kind, fill); ``nearest`` for label masks (no averaging). ``reduction``: the scale 1/r at which
+    the CPU path decodes this JPEG (``Sample.reduction``), emulated by boxes of r x r pixels. Then the CPU path's
+    own resampling of those pixels (``sample.resample_plan``): a slice that shrinks is averaged box by box as
+    INTER_AREA, one that does not reads the slice alone (cv2.resize clamps at its edges), and a warp that shrinks
+    by more than 2x first shrinks the whole image by INTER_AREA's boxes, on the same grid. None where the device cannot follow the map: a border other than a constant number or
+    replication, or a map that collapses the image."""
     kind, fill = border
     if kind not in BORDERS or kind == cv2.BORDER_CONSTANT and not isinstance(fill, (int, float)):
         return None
-    if matrix is None:
-        matrix = np.array([[1.0, 0, 0], [0, 1.0, 0]])
-    (a, b, tx), (c, d, ty) = matrix.tolist()
+    r = 1 if nearest else reduction
+    (a, b, tx), (c, d, ty) = (_IDENTITY if matrix is None else matrix).tolist()
+    a, b, c, d = a * r, b * r, c * r, d * r  # the map of the pixels decoded at 1/r
     det = a * d - b * c
     if abs(det) < 1e-12:
         return None
+    w, h = source
+    wr, hr = -(-w // r), -(-h // r)  # libjpeg's 1/r decode: pixel j is the block [r j, r j + r)
+    boxes, area, cut = (wr, hr), False, None
+    if not nearest:
+        cpu = resample_plan((hr, wr), np.array([[a, b, tx], [c, d, ty]]), size, cv2.INTER_LINEAR)
+        area = cpu[0] == "slice" and cpu[2] == cv2.INTER_AREA
+        if cpu[0] == "slice" and not area:  # cv2.resize of the slice alone: it clamps at the slice's edges
+            cut, kind = cpu[1], cv2.BORDER_REPLICATE
+        if cpu[0] == "warp" and cpu[1] is not None:
+            boxes = cpu[1]
+    fx, fy = wr / boxes[0], hr / boxes[1]
     ia, ib, ic, id_ = d / det, -b / det, -c / det, a / det
     itx, ity = -(ia * tx + ib * ty), -(ic * tx + id_ * ty)
     width, height = size
     corners = [(x, y) for x in (0, width) for y in (0, height)]
-    us = [ia * x + ib * y + itx for x, y in corners]
-    vs = [ic * x + id_ * y + ity for x, y in corners]
-    squares = a * a + b * b + c * c + d * d
-    largest = math.sqrt((squares + math.sqrt(max(squares * squares - 4 * det * det, 0.0))) / 2)
-    pool = 1 if nearest or largest > 0.5 + 1e-9 else int((1 + 1e-9) / largest)
-    plain = resample_plan((source[1], source[0]), matrix, size, cv2.INTER_LINEAR)
-    area = not nearest and plain[0] == "slice" and plain[2] == cv2.INTER_AREA
-    w, h = source
-    x0, x1 = _span(min(us), max(us), w, pool)
-    y0, y1 = _span(min(vs), max(vs), h, pool)
-    # output continuous -> source continuous -> the pooled crop's: (s - x0) / pool
-    inverse = (ia / pool, ib / pool, (itx - x0) / pool, ic / pool, id_ / pool, (ity - y0) / pool)
-    return Geometry((x0, y0, x1, y1), pool, inverse,
-                    None if kind == cv2.BORDER_REPLICATE else float(0 if nearest else fill), (w, h), area)
+    if cut is not None:
+        kx0, ky0, kx1, ky1 = cut
+    else:
+        kx0, kx1 = _span(min(ia * x + ib * y + itx for x, y in corners) / fx,
+                         max(ia * x + ib * y + itx for x, y in corners) / fx, boxes[0])
+        ky0, ky1 = _span(min(ic * x + id_ * y + ity for x, y in corners) / fy,
+                         max(ic * x + id_ * y + ity for x, y in corners) / fy, boxes[1])
+    x0, x1 = math.floor(kx0 * fx + 1e-9) * r, min(w, math.ceil(kx1 * fx - 1e-9) * r)
+    y0, y1 = math.floor(ky0 * fy + 1e-9) * r, min(h, math.ceil(ky1 * fy - 1e-9) * r)
+    shrink = None if boxes == (wr, hr) else (fx, fy, kx0 * fx - x0 / r, ky0 * fy - y0 / r, kx1 - kx0, ky1 - ky0)
+    # output continuous -> the 1/r pixels' -> the boxes' (p / f) -> those of the crop's first box
+    inverse = (ia / fx, ib / fx, itx / fx - kx0, ic / fy, id_ / fy, ity / fy - ky0)
+    return Geometry((x0, y0, x1, y1), r, inverse, None if kind == cv2.BORDER_REPLICATE else
+                    float(0 if nearest else fill), (w, h), area, shrink)
 
 
-def _span(low: float, high: float, extent: int, pool: int) -> tuple[int, int]:
-    """The pixels [start, stop) of an ``extent``-long axis that a read of [low, high] needs: one pooled pixel of
-    margin each side for bilinear sampling, the start on the pooling grid (as a reduced JPEG decode's blocks),
-    clipped to the axis and never empty."""
-    start = max(0, math.floor(low) - pool)
-    start = min(start - start % pool, extent - 1)
-    stop = min(extent, math.ceil(high) + pool)
-    return start, max(stop, start + 1)
+_IDENTITY = np.array([[1.0, 0, 0], [0, 1.0, 0]])
+
+
+def _span(low: float, high: float, extent: int) -> tuple[int, int]:
+    """The pixels [start, stop) of an ``extent``-long axis that a read of [low, high] needs: one pixel of margin
+    each side for bilinear sampling, clipped to the axis and never empty."""
+    start = min(max(0, math.floor(low) - 1), extent - 1)
+    return start, max(min(extent, math.ceil(high) + 1), start + 1)
 
 
 def thetas(geometries: list[Geometry], crops: list[tuple[int, int]], size: tuple[int, int],

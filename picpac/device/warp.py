@@ -29,14 +29,8 @@ def warp(images: Sequence, geometries: Sequence[Geometry], size: tuple[int, int]
     crops = [_crop(image, g) for image, g in zip(images, geometries)]
     parts, order = [], []
     for area in (False, True):
-        group = [i for i, g in enumerate(geometries) if g.area == area]
-        if not group:
-            continue
-        largest = max(crops[i].shape[1] for i in group) * max(crops[i].shape[2] for i in group)
-        step = max(1, CANVAS_BYTES // ((crops[group[0]].shape[0] + 1) * 8 * max(largest, size[0] * size[1])))
-        for k in range(0, len(group), step):
-            part = group[k:k + step]
-            make = _area_part if area else _warp_part
+        make = _area_part if area else _warp_part
+        for part in _canvases([i for i, g in enumerate(geometries) if g.area == area], crops, size):
             parts.append(make([crops[i] for i in part], [geometries[i] for i in part], size, nearest))
             order += part
     out = parts[0] if len(parts) == 1 else torch.cat(parts)
@@ -45,14 +39,40 @@ def warp(images: Sequence, geometries: Sequence[Geometry], size: tuple[int, int]
     return out
 
 
+def _canvases(group: list[int], crops: list, size: tuple[int, int]) -> list[list[int]]:
+    """``group`` in runs that share a canvas: by the crops' sizes, so that a canvas is at most twice the area of
+    any crop on it (padding costs memory and time), and within ``CANVAS_BYTES``."""
+    runs: list[list[int]] = []
+    for i in sorted(group, key=lambda i: crops[i].shape[1] * crops[i].shape[2]):
+        h, w = crops[i].shape[1:]
+        if runs:
+            run = runs[-1]
+            height, width = max(h, *(crops[j].shape[1] for j in run)), max(w, *(crops[j].shape[2] for j in run))
+            smallest = min(crops[j].shape[1] * crops[j].shape[2] for j in run)
+            per_sample = (crops[i].shape[0] + 1) * 8 * max(height * width, size[0] * size[1])
+            if height * width <= 2 * smallest and (len(run) + 1) * per_sample <= CANVAS_BYTES:
+                run.append(i)
+                continue
+        runs.append([i])
+    return runs
+
+
 def _crop(image, g: Geometry):
-    """The part of ``image`` the map reads, box-averaged ``g.pool`` x ``g.pool`` (float32 then)."""
+    """The part of ``image`` the map reads, box-averaged ``g.pool`` x ``g.pool`` and shrunk by ``g.shrink``'s boxes
+    (float32 then)."""
     x0, y0, x1, y1 = g.crop
     part = image[:, y0:y1, x0:x1]
-    if g.pool == 1:
+    if g.pool > 1:
+        # ceil_mode: a last block past the edge averages the pixels it has, as a reduced JPEG decode does
+        part = functional.avg_pool2d(part[None].float(), g.pool, ceil_mode=True)[0]
+    if g.shrink is None:
         return part
-    # ceil_mode: a last block past the edge averages the pixels it has, as a reduced JPEG decode does
-    return functional.avg_pool2d(part[None].float(), g.pool, ceil_mode=True)[0]
+    fx, fy, ox, oy, nx, ny = g.shrink
+    part = part[None].float()
+    for axis, f, origin, count in ((3, fx, ox, nx), (2, fy, oy, ny)):
+        edges = np.clip(origin + f * np.arange(count + 1, dtype=np.float64), 0, part.shape[axis])[None]
+        part = _box_means(part, edges, axis)
+    return part[0]
 
 
 def _canvas(crops: list, ones: bool):

@@ -126,6 +126,11 @@ class Sample:
         """(width, height) of the pixels the pending map starts from (a deferred JPEG's, from its header)."""
         return self._source_size if self._image is None else (self._image.shape[1], self._image.shape[0])
 
+    @property
+    def reduction(self) -> int:
+        """The scale 1/r at which :attr:`image` would decode a deferred JPEG (1 once the pixels are read)."""
+        return self._reduction() if self._image is None else 1
+
     def pending(self) -> tuple[np.ndarray | None, tuple[int, int], tuple[int, float]]:
         """``(matrix, size, border)``: the map not applied yet (None: none) from the source's continuous coordinates
         onto ``size`` = (width, height), and its border (kind, fill); for a resampler elsewhere (the device stage)."""

@@ -176,7 +176,7 @@ def _device(name: str, value: Any) -> str | None:
     if isinstance(text, str) and re.fullmatch(r"cuda(:\d+)?|cpu", text.strip().lower()):
         return text.strip().lower()
     raise PicPacValueError(f"config key {name!r} must be None (NumPy batches made on the CPU), 'cuda', 'cuda:N' or "
-                           f"'cpu' (torch tensors made by the device stage; docs/gpu.md), got {value!r}")
+                           f"'cpu' (torch tensors made by the device stage; `picpac docs gpu`), got {value!r}")
 
 
 def _optional_bool(name: str, value: Any) -> bool | None:

@@ -85,7 +85,8 @@ class DeviceJob(SampleJob):
             name = self.processor.field_name(fields, self.config.decode.image_field, "image_field", sample.record, "")
             frame = jpeg_frame(fields[name])
             if frame is not None and frame[2] == 1 and frame[3]:  # upright and baseline: the GPU's decoders take it
-                jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border)
+                jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border,
+                                                    reduction=sample.reduction)
         if jpeg is None:
             pixels, source_matrix = sample.source()
             if pixels.dtype == np.uint8 and pixels.ndim == (2 if self.stage.channels == 1 else 3):
