@@ -140,3 +140,6 @@ class Planned(NamedTuple):
     """The output's (width, height)."""
     colour: tuple = ()
     """The colour steps' draws, applied after the warp (``photometric.Colour`` entries)."""
+    source: str = ""
+    """The database the sample comes from, and its ``record``: what an error names."""
+    record: int = -1

@@ -1,8 +1,9 @@
 """The device stage: a batch of planned samples (``geometry.Planned``) made into device tensors.
 
-JPEGs are decoded on the GPU by nvJPEG (``torchvision.io.decode_jpeg``, batched), their compressed bytes first
-gathered into one pinned host buffer; pixels decoded on the CPU (other formats, rotated JPEGs, JPEGs the GPU
-refuses, and every image on ``device='cpu'``) go up in one asynchronous copy from a pinned buffer. Then
+JPEGs are decoded on the GPU (``decoders``: nvImageCodec's hardware engines and regions where it is installed,
+else torchvision's batched nvJPEG), their compressed bytes first gathered into one pinned host buffer; pixels
+decoded on the CPU (other formats, rotated JPEGs, JPEGs the GPU refuses, and every image on ``device='cpu'``) go
+up in one asynchronous copy from a pinned buffer. Then
 ``warp.warp`` maps the batch, the values are rounded as the CPU path's uint8 pixels are, the colour steps
 drawn for each sample run (``photometric``), and the output's dtype, layout and normalisation are made there;
 label masks take the same warp by nearest.
@@ -14,40 +15,41 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacValueError, require
+from ..errors import PicPacValueError, SampleError
 from ..image.decoding import decode_channels
 from . import photometric
+from .decoders import decoder
 from .geometry import Geometry, Planned
 from .warp import torch, warp
 
-WHO = "picpac's device stage (the config key device)"
-
-
 class HostBuffers:
-    """Pinned host memory reused batch after batch: ``TURNS`` buffers in turn, each reused only once the device has
-    finished the copies made from it."""
+    """Host memory reused batch after batch, pinned for a CUDA device: ``TURNS`` buffers in turn, each reused only
+    once the device has finished the copies made from it."""
 
     TURNS = 4
 
     def __init__(self, device: Any):
         self.device, self.turn = device, 0
+        self.cuda = device.type == "cuda"
         self.buffers: list = [None] * self.TURNS
         self.events: list = [None] * self.TURNS
 
     def take(self, nbytes: int) -> Any:
-        """A pinned uint8 tensor of ``nbytes`` (a view into this turn's buffer; ``.numpy()`` writes into it)."""
+        """A uint8 tensor of ``nbytes`` (a view into this turn's buffer; ``.numpy()`` writes into it)."""
         self.turn = (self.turn + 1) % self.TURNS
         event, buffer = self.events[self.turn], self.buffers[self.turn]
         if event is not None:
             event.synchronize()
         if buffer is None or buffer.numel() < nbytes:
-            buffer = self.buffers[self.turn] = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8).pin_memory()
+            buffer = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8)
+            self.buffers[self.turn] = buffer = buffer.pin_memory() if self.cuda else buffer
         return buffer[:nbytes]
 
     def used(self) -> None:
         """The copies from this turn's buffer are queued: it is free once the device's stream passes here."""
-        event = self.events[self.turn] = self.events[self.turn] or torch.cuda.Event()
-        event.record(torch.cuda.current_stream(self.device))
+        if self.cuda:
+            event = self.events[self.turn] = self.events[self.turn] or torch.cuda.Event()
+            event.record(torch.cuda.current_stream(self.device))
 
 
 class DeviceStage:
@@ -65,7 +67,7 @@ class DeviceStage:
         self.onehot = onehot
         self.mean = None if mean is None else torch.from_numpy(mean).reshape(1, -1, 1, 1).to(self.device)
         self.std = None if std is None else torch.from_numpy(std).reshape(1, -1, 1, 1).to(self.device)
-        self.jpeg = _nvjpeg(self.device, channels) if self.cuda else None
+        self.jpeg = decoder(self.device, channels) if self.cuda else None
         self.host = HostBuffers(self.device) if self.cuda else None
 
     @property
@@ -73,13 +75,26 @@ class DeviceStage:
         """Whether JPEGs are decoded on the device (CUDA); else the planning threads decode them."""
         return self.jpeg is not None
 
-    def __call__(self, planned: Sequence[Planned]) -> tuple[Any, Any, list[bool]]:
+    @property
+    def decoder_name(self) -> str:
+        """Which decoder decodes JPEGs (``stats()['device_decoder']``)."""
+        return self.jpeg.name if self.jpeg is not None else "the planning threads (libjpeg-turbo, as the CPU path)"
+
+    def __call__(self, planned: Sequence[Planned]) -> tuple[Any, Any, list[bool], list[tuple[int, SampleError]]]:
+        """``(images, masks or None, decoded, failed)``: ``failed`` the samples whose JPEG neither the device nor the
+        CPU decodes, by their place in ``planned``, left out of the batch (None when none is left)."""
         sizes = {p.size for p in planned}
         if len(sizes) > 1:
             raise PicPacValueError(f"images of different sizes {sorted(sizes)} in one batch; set resize_width/"
                                    "resize_height, crop_width/crop_height, or batch=1 to make them equal")
         size = planned[0].size
-        images, geometries, masks, mask_geometries, decoded = self._upload(planned)
+        images, geometries, masks, mask_geometries, decoded, failed = self._upload(planned)
+        if failed:
+            kept = [i for i in range(len(planned)) if i not in failed]
+            planned, images, geometries, masks, mask_geometries, decoded = (
+                [items[i] for i in kept] for items in (planned, images, geometries, masks, mask_geometries, decoded))
+            if not planned:
+                return None, None, [], sorted(failed.items())
         warped = [i for i, p in enumerate(planned) if p.done is None]
         out = None
         if warped:
@@ -109,29 +124,36 @@ class DeviceStage:
                 raise PicPacValueError("a batch with masks for some samples only: every sample of a segmentation "
                                        "stream needs a mask")
             mask_batch = self._masks(warp(masks, mask_geometries, size, nearest=True), planned)
-        return out, mask_batch, decoded
+        return out, mask_batch, decoded, sorted(failed.items())
 
-    def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list, list, list[bool]]:
-        """``(images, geometries, masks, mask geometries, decoded)``: the part of each sample's source (and mask)
-        that its warp reads, as a (C, h, w) device tensor, with the geometry from that part; and whether the device
-        decoded it. JPEGs are decoded at most ``DECODE_BYTES`` of pixels at a time, each cut to its part at once,
+    def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list, list, list[bool], dict]:
+        """``(images, geometries, masks, mask geometries, decoded, failed)``: the part of each sample's source (and
+        mask) that its warp reads, as a (C, h, w) device tensor, with the geometry from that part; whether the device
+        decoded it; and the samples whose JPEG no decoder takes, with the error that names them. JPEGs are decoded at most ``DECODE_BYTES`` of pixels at a time, each cut to its part at once,
         so a batch of large photos never holds all of them whole; host pixels are cut before they are copied."""
         n = len(planned)
         images: list = [None] * n
         geometries = [p.geometry for p in planned]
         decoded = [False] * n
+        failed: dict[int, SampleError] = {}
         host: dict[int, np.ndarray] = {i: p.pixels for i, p in enumerate(planned) if p.pixels is not None}
         for chunk in _chunks([i for i, p in enumerate(planned) if p.jpeg is not None], planned, self.channels):
-            for i, image in zip(chunk, self._decode([planned[i].jpeg for i in chunk])):
-                p = planned[i]
-                if image is not None and image.shape[1:] == _source_size(p):
-                    images[i], geometries[i] = _cut(image, p.geometry, copy=True)
+            regions = [planned[i].geometry.crop for i in chunk]
+            for i, image in zip(chunk, self._decode([planned[i].jpeg for i in chunk], regions)):
+                g = planned[i].geometry
+                x0, y0, x1, y1 = g.crop
+                if image is not None and self.jpeg.roi and image.shape[1:] == (y1 - y0, x1 - x0):
+                    images[i], geometries[i], decoded[i] = image, g._replace(crop=(0, 0, x1 - x0, y1 - y0)), True
+                elif image is not None and not self.jpeg.roi and image.shape[1:] == (g.source[1], g.source[0]):
+                    images[i], geometries[i] = _cut(image, g, copy=True)
                     decoded[i] = True
-                    continue
-                pixels = decode_channels(p.jpeg, self.channels, self.rgb, max_pixels=None)  # refused there
-                if pixels is None:
-                    raise PicPacValueError(f"a JPEG of the batch (sample {i}) cannot be decoded")
-                host[i] = pixels
+                else:
+                    pixels = decode_channels(planned[i].jpeg, self.channels, self.rgb, max_pixels=None)  # refused
+                    if pixels is None:
+                        failed[i] = SampleError(planned[i].source, planned[i].record, "cannot decode its image "
+                                                "(refused by the device's decoder and by libjpeg)")
+                    else:
+                        host[i] = pixels
         mask_geometries = [p.mask_geometry for p in planned]
         cuts = []
         for i, pixels in host.items():
@@ -144,10 +166,11 @@ class DeviceStage:
         arrays = dict(zip([i for i, _ in cuts], map(_chw, self._to_device([a for _, a in cuts]))))
         images = [arrays.get(i, image) for i, image in enumerate(images)]
         masks = [arrays.get(n + i) for i in range(n)]
-        return images, geometries, masks, mask_geometries, decoded
+        return images, geometries, masks, mask_geometries, decoded, failed
 
-    def _decode(self, datas: list) -> list:
-        """The JPEGs decoded on the device, their bytes gathered into one pinned buffer; None where refused."""
+    def _decode(self, datas: list, regions: list) -> list:
+        """The JPEGs decoded on the device (their regions, where the decoder takes them), their bytes gathered into
+        one pinned buffer; None where refused."""
         sizes = [memoryview(d).nbytes for d in datas]
         pinned = self.host.take(sum(sizes))
         host, tensors, offset = pinned.numpy(), [], 0
@@ -155,15 +178,7 @@ class DeviceStage:
             host[offset:offset + n] = np.frombuffer(data, np.uint8)
             tensors.append(pinned[offset:offset + n])
             offset += n
-        try:
-            out = self.jpeg(tensors)
-        except RuntimeError:  # one JPEG the decoder refuses fails the batch: each alone, the refused left out
-            out = []
-            for tensor in tensors:
-                try:
-                    out.append(self.jpeg(tensor))
-                except RuntimeError:
-                    out.append(None)
+        out = self.jpeg(tensors, regions)
         self.host.used()
         return out
 
@@ -240,16 +255,3 @@ def _cut(image: Any, g: Geometry, copy: bool = False) -> tuple[Any, Geometry]:
 def _chw(tensor: Any) -> Any:
     """(H, W[, C]) as (C, H, W), a view."""
     return tensor[None] if tensor.dim() == 2 else tensor.permute(2, 0, 1)
-
-
-def _source_size(p: Planned) -> tuple[int, int]:
-    """(height, width) of the image a JPEG's geometry was planned for."""
-    return p.geometry.source[1], p.geometry.source[0]
-
-
-def _nvjpeg(device: Any, channels: int) -> Any:
-    """torchvision's batched nvJPEG decode to ``channels`` on ``device``: a list of host byte tensors (or one)
-    -> (C, H, W) uint8 device tensors."""
-    io = require("torchvision.io", "gpu", WHO)
-    mode = io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB
-    return lambda data: io.decode_jpeg(data, mode=mode, device=device)

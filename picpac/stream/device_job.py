@@ -98,7 +98,8 @@ class DeviceJob(SampleJob):
                 return Planned(None, None, None, done, None, None, size)
             return Planned(None, None, None, done, target, plan(None, size, size, _IDENTITY, True), size)
         colour = tuple(c for c in (self.photometric.plan(step, rng, self.order) for step in self.tail) if c is not None)
-        return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size, colour)
+        return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size, colour,
+                       sample.extra.get("source", ""), sample.record)
 
     def _mask(self, sample: Sample, matrix: np.ndarray | None, size: tuple[int, int]) -> tuple[Any, Any]:
         """A segmentation sample's mask and its warp (by nearest); shapes are drawn at the output's size, as
@@ -121,17 +122,32 @@ class DeviceJob(SampleJob):
         return mask, plan(matrix, (mask.shape[1], mask.shape[0]), size, _IDENTITY, True)
 
     def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
-        """Each delivery's tensors as one batch's part, counting where its samples were decoded."""
+        """Each delivery's tensors as one batch's part, counting where its samples were decoded. A sample whose JPEG
+        the stage could not decode is skipped (skip_errors=True: its keys count towards the next part) or raised."""
+        taken = 0
         for delivery in deliveries:
-            images, masks, decoded = delivery.arrays
+            images, masks, decoded, failed = delivery.arrays
+            items, extras = delivery.items, delivery.extras
+            if failed:
+                for k, exc in failed:
+                    index = self.failed(items[k], exc)
+                    if index is None:
+                        raise exc
+                    skip(exc, index)
+                gone = {k for k, _ in failed}
+                items = [unit for k, unit in enumerate(items) if k not in gone]
+                extras = [extra for k, extra in enumerate(extras) if k not in gone]
             with self.lock:
                 self.counts["device"] += sum(decoded)
                 self.counts["cpu"] += len(decoded) - sum(decoded)
-            items = delivery.items
-            targets, dense = zip(*delivery.extras)
+            taken += delivery.taken
+            if not items:
+                continue
+            targets, dense = zip(*extras)
             padding = sum(real is not None and unit[0] >= real for unit in items)
-            yield Part(images, targets, dense, [unit[1] for unit in items], padding, delivery.taken,
+            yield Part(images, targets, dense, [unit[1] for unit in items], padding, taken,
                        made=None if masks is None else (masks,))
+            taken = 0
 
     def path_counts(self) -> dict[str, int]:
         """``device_decoded`` and ``cpu_decoded``: how many of the samples delivered were decoded where."""

@@ -125,6 +125,8 @@ class _Pipeline:
                       "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
                       "fused_reason": self.fused_reason if plan is None else "the batch path runs",
                       "worker_count": capacity(c)[0], "workers_reason": self.workers_reason}
+        if isinstance(self.job, DeviceJob):
+            self.stats["device_decoder"] = self.job.stage.decoder_name
 
     # -- the pool of samples: the chosen split of the database, plus the mixin ------------------
     def _build_pool(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

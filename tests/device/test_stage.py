@@ -7,8 +7,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from picpac.device.geometry import Planned, plan  # noqa: E402
-from picpac.device.stage import DeviceStage, _nvjpeg  # noqa: E402
-from picpac.errors import MissingFrameworkError, PicPacValueError  # noqa: E402
+from picpac.device.stage import DeviceStage  # noqa: E402
+from picpac.errors import PicPacValueError  # noqa: E402
 
 CONSTANT = (cv2.BORDER_CONSTANT, 0)
 
@@ -28,11 +28,11 @@ def stage(**keys) -> DeviceStage:
 
 def test_pixels_come_out_in_the_outputs_dtype_layout_and_normalisation():
     pixels = np.arange(6 * 8 * 3, dtype=np.uint8).reshape(6, 8, 3)
-    images, masks, decoded = stage()([planned(pixels)] * 2)
+    images, masks, decoded, _ = stage()([planned(pixels)] * 2)
     assert images.dtype == torch.uint8 and images.shape == (2, 3, 6, 8) and masks is None and decoded == [False] * 2
     assert np.array_equal(images[1].numpy(), pixels.transpose(2, 0, 1))
     mean, std = np.float32([1, 2, 3]), np.float32([2, 4, 8])
-    images, _, _ = stage(dtype=np.dtype(np.float32), channel_first=False, mean=mean, std=std)([planned(pixels)])
+    images, _, _, _ = stage(dtype=np.dtype(np.float32), channel_first=False, mean=mean, std=std)([planned(pixels)])
     assert images.dtype == torch.float32 and images.shape == (1, 6, 8, 3)
     assert np.allclose(images[0].numpy(), (pixels - mean) / std)
 
@@ -41,7 +41,7 @@ def test_samples_made_on_the_cpu_keep_their_place_in_the_batch():
     pixels = np.full((12, 16, 3), 10, np.uint8)
     done = np.full((3, 6, 8), 200, np.uint8)
     batch = [planned(pixels), planned(pixels, done=done)._replace(pixels=None, geometry=None), planned(pixels)]
-    images, _, _ = stage()(batch)
+    images, _, _, _ = stage()(batch)
     assert [int(images[i].float().mean()) for i in range(3)] == [10, 200, 10]
 
 
@@ -55,10 +55,10 @@ def test_masks_take_the_warp_by_nearest_and_onehot_checks_the_class_ids():
     pixels = np.zeros((12, 16, 3), np.uint8)
     mask = np.zeros((12, 16), np.uint8)
     mask[:, 8:] = 2
-    _, masks, _ = stage()([planned(pixels, mask=mask)])
+    _, masks, _, _ = stage()([planned(pixels, mask=mask)])
     assert masks.dtype == torch.float32 and masks.shape == (1, 1, 6, 8)
     assert set(masks.unique().tolist()) == {0.0, 2.0} and masks[0, 0, :, 4:].eq(2).all()
-    _, onehot, _ = stage(onehot=3, channel_first=False)([planned(pixels, mask=mask)])
+    _, onehot, _, _ = stage(onehot=3, channel_first=False)([planned(pixels, mask=mask)])
     assert onehot.shape == (1, 6, 8, 3) and onehot[0, :, 4:, 2].eq(1).all() and onehot.sum(-1).eq(1).all()
     with pytest.raises(PicPacValueError, match="sample 0 of the batch: mask value 2 .*onehot=2"):
         stage(onehot=2)([planned(pixels, mask=mask)])
@@ -70,14 +70,6 @@ def test_cuda_without_a_gpu_says_so():
         stage(device="cuda")
 
 
-def test_the_gpu_decoder_without_torchvision_names_the_extra(monkeypatch):
-    import sys
-    monkeypatch.setitem(sys.modules, "torchvision.io", None)  # as if torchvision were not installed
-    monkeypatch.setitem(sys.modules, "torchvision", None)
-    with pytest.raises(MissingFrameworkError, match=r"torchvision.*pip install 'picpac\[gpu\]'"):
-        _nvjpeg(torch.device("cpu"), 3)
-
-
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_on_cuda_jpegs_are_decoded_by_the_gpu_close_to_libjpeg():
     pytest.importorskip("torchvision")
@@ -86,7 +78,7 @@ def test_on_cuda_jpegs_are_decoded_by_the_gpu_close_to_libjpeg():
     data = cv2.imencode(".jpg", pixels, [cv2.IMWRITE_JPEG_QUALITY, 95])[1].tobytes()
     reference = cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
     g = plan(None, (128, 96), (128, 96), CONSTANT)
-    images, _, decoded = stage(device="cuda")([Planned(data, None, g, None, None, None, (128, 96))] * 3)
+    images, _, decoded, _ = stage(device="cuda")([Planned(data, None, g, None, None, None, (128, 96))] * 3)
     assert decoded == [True] * 3 and images.device.type == "cuda"
     assert np.abs(images[0].cpu().numpy().transpose(1, 2, 0).astype(int) - reference).mean() < 1.5  # BGR, as cv2
 

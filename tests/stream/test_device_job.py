@@ -57,6 +57,7 @@ def test_w1_and_w2_match_the_cpu_paths_crops_flips_and_labels_within_two_levels(
     assert difference.max() <= TOLERANCE / 2 and difference.mean() < 0.1  # the same decoder here: closer still
     assert stats["cpu_decoded"] == 256 and stats["device_decoded"] == 0  # device='cpu': decoded by the threads
     assert stats["fused_reason"] == "device='cpu' (the device stage makes the batches)"
+    assert stats["device_decoder"] == "the planning threads (libjpeg-turbo, as the CPU path)"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU's decoder)")
@@ -198,3 +199,25 @@ def test_masks_follow_the_same_maps(annotated, annotate):
         assert (d[1] != c[1]).mean() < 0.01  # nearest rounds a few edge pixels the other way (image masks)
     onehot, _ = batches(annotated, "cpu", onehot=8, order="NCHW", **keys)
     assert onehot[0][1].shape == (10, 8, 128, 160) and np.array_equal(onehot[0][1].sum(1), np.ones((10, 128, 160)))
+
+
+@pytest.mark.parametrize("skip_errors", [True, False])
+def test_a_jpeg_the_stage_cannot_decode_is_skipped_or_raised_by_name(imagenet, skip_errors):
+    from picpac.engine.executor import Delivery
+    from picpac.errors import SampleError
+    with picpac.ImageStream(imagenet, device="cpu", batch=3, skip_errors=skip_errors) as stream:
+        job = stream._pipeline.job
+    units = [(i, i, 0, 0, i, 0.0) for i in range(6)]
+    error = SampleError("db", 4, "cannot decode its image")
+    deliveries = [Delivery((torch.zeros(3, 2), None, [False] * 3, []), units[:3], [(None, ())] * 3, 3),
+                  Delivery((torch.zeros(2, 2), None, [False] * 2, [(1, error)]), units[3:], [(None, ())] * 3, 3)]
+    skipped = []
+    parts = job.collect(iter(deliveries), None, lambda exc, index: skipped.append((str(exc), index)))
+    if not skip_errors:
+        next(parts)
+        with pytest.raises(SampleError, match="db: record 4 cannot decode its image"):
+            next(parts)
+        return
+    first, second = list(parts)
+    assert first.positions == [0, 1, 2] and second.positions == [3, 5] and second.taken == 3
+    assert skipped == [("db: record 4 cannot decode its image", 4)]

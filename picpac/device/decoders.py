@@ -1,0 +1,100 @@
+"""The device's JPEG decoders, each ``decoder(datas, regions) -> images``: a batch's JPEGs (pinned uint8 host
+tensors) to (C, H, W) uint8 tensors on the device, None where a JPEG is refused.
+
+* :class:`NvImageCodec` (``pip install nvidia-nvimgcodec-cu12[nvjpeg]``, or -cu13): NVIDIA's nvImageCodec, which
+  uses the GPU's hardware JPEG engines where it has them (A100, H100, H200), the CUDA decoder otherwise, and
+  decodes only the planned region of each image (``roi``). On the CPU it runs libjpeg-turbo (tests).
+* :class:`NvJpeg`: torchvision's batched nvJPEG (``pip install 'picpac[gpu]'``): whole images.
+
+:func:`decoder` picks the first that is installed.
+"""
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from typing import Any
+
+import cv2
+import numpy as np
+
+from ..errors import require
+from .warp import torch
+
+WHO = "picpac's device stage (the config key device)"
+Region = tuple[int, int, int, int]
+"""(x0, y0, x1, y1): the pixels of an image a decoder with ``roi`` decodes."""
+
+
+class NvImageCodec:
+    """nvImageCodec's batched decode, a region per image; the hardware engines first on CUDA."""
+
+    roi = True
+
+    def __init__(self, device: Any, channels: int):
+        nv = self.nv = importlib.import_module("nvidia.nvimgcodec")
+        self.device = device
+        if device.type == "cuda":
+            index = torch.cuda.current_device() if device.index is None else device.index
+            backends = [nv.Backend(kind) for kind in (nv.HW_GPU_ONLY, nv.GPU_ONLY, nv.HYBRID_CPU_GPU)]
+            self.decoder = nv.Decoder(device_id=index, backends=backends)
+        else:
+            self.decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.CPU_ONLY)])
+        self.params = nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.GRAY if channels == 1 else nv.SRGB,
+                                      sample_format=nv.I_Y if channels == 1 else nv.I_RGB)
+        where = "hardware engines or CUDA" if device.type == "cuda" else "CPU"
+        self.name = f"nvImageCodec {getattr(nv, '__version__', '')} ({where}, regions)"
+        # installed without its decoders for this device (nvidia-nvjpeg-cu12 missing, say), it refuses every JPEG
+        probe = np.frombuffer(cv2.imencode(".jpg", np.full((16, 16, 3), 128, np.uint8))[1].tobytes(), np.uint8)
+        if self([torch.from_numpy(probe.copy())], [(0, 0, 16, 16)])[0] is None:
+            raise RuntimeError(f"nvImageCodec decodes no JPEG on {device} here (are its decoders installed? "
+                               "pip install 'nvidia-nvimgcodec-cu12[nvjpeg]')")
+
+    def __call__(self, datas: Sequence[Any], regions: Sequence[Region]) -> list:
+        nv = self.nv
+        streams = []
+        for data, (x0, y0, x1, y1) in zip(datas, regions):
+            stream = nv.CodeStream(data.numpy())
+            streams.append(stream.get_sub_code_stream(region=nv.Region(y0, x0, y1, x1)))
+        cuda = self.device.type == "cuda"
+        images = self.decoder.decode(streams, params=self.params,
+                                     cuda_stream=torch.cuda.current_stream(self.device).cuda_stream if cuda else 0)
+        return [None if image is None else self._tensor(image).permute(2, 0, 1) for image in images]
+
+    def _tensor(self, image: Any) -> Any:
+        """An (H, W, C) image as a tensor on the device (on CUDA without a copy)."""
+        if image.buffer_kind == self.nv.ImageBufferKind.STRIDED_DEVICE:
+            return torch.as_tensor(image, device=self.device)
+        return torch.from_numpy(np.asarray(image.cpu())).to(self.device)
+
+
+class NvJpeg:
+    """torchvision's batched nvJPEG decode: whole images."""
+
+    roi = False
+
+    def __init__(self, device: Any, channels: int):
+        io = require("torchvision.io", "gpu", WHO)
+        self.mode = io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB
+        self.decode, self.device = io.decode_jpeg, device
+        self.name = "torchvision nvJPEG (whole images)"
+
+    def __call__(self, datas: Sequence[Any], regions: Sequence[Region]) -> list:
+        try:
+            return list(self.decode(list(datas), mode=self.mode, device=self.device))
+        except RuntimeError:  # one JPEG it refuses fails the batch: each alone, the refused left out
+            out = []
+            for data in datas:
+                try:
+                    out.append(self.decode(data, mode=self.mode, device=self.device))
+                except RuntimeError:
+                    out.append(None)
+            return out
+
+
+def decoder(device: Any, channels: int) -> NvImageCodec | NvJpeg:
+    """The decoder for ``device``: nvImageCodec where it is installed and starts, else torchvision's nvJPEG (or a
+    MissingFrameworkError naming ``picpac[gpu]``)."""
+    try:
+        return NvImageCodec(device, channels)
+    except (ImportError, RuntimeError, AttributeError):
+        return NvJpeg(device, channels)
