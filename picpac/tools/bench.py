@@ -60,7 +60,8 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
     stages = {k: stats["stages"][k] - warm["stages"][k] for k in stats["stages"]}
     busy = {k: v - warm["workers"].get(k, 0.0) for k, v in stats["workers"].items()}
     cpu = {k: v - warm["cpu"].get(k, 0.0) for k, v in stats["cpu"].items()}
-    counts = {k: stats.get(k, 0) - warm.get(k, 0) for k in ("fused_samples", "python_samples")}
+    counts = {k: stats.get(k, 0) - warm.get(k, 0)
+              for k in ("fused_samples", "python_samples", "device_decoded", "cpu_decoded")}
     measured = backend != "process"
     """With backend=process the stage clocks run in the worker processes and are not sent back: only the
     consumer's time in next() (waiting for batches and assembling them) is measured, here."""
@@ -71,7 +72,8 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
             "cpu": cpu, "cores": usable_cores(), "workers": workers,
             "processed": stats["processed"] - warm["processed"],
             "backend": backend, "workers_measured": measured, "in_next": in_next, "path": stats["path"],
-            "fused_reason": stats["fused_reason"], **counts, "workers_reason": stats["workers_reason"]}
+            "fused_reason": stats["fused_reason"], **counts, "workers_reason": stats["workers_reason"],
+            "device": stream.config.parallelism.device, "device_decoder": stats.get("device_decoder")}
 
 
 def path(result: dict[str, Any]) -> str:
@@ -79,6 +81,10 @@ def path(result: dict[str, Any]) -> str:
     Python and why."""
     if result["path"] == "batch":
         return "batch (whole batches of array records in NumPy)"
+    if result.get("device") is not None:
+        on, off = result["device_decoded"], result["cpu_decoded"]
+        return (f"the device stage on {result['device']} ({result['device_decoder']}): {on:,} of {on + off:,} samples "
+                f"decoded there, {off:,} on the CPU; the workers read and plan")
     if result["fused_reason"] is not None:
         return f"Python per sample (no fused C path: {result['fused_reason']})"
     fused, python = result["fused_samples"], result["python_samples"]

@@ -123,3 +123,13 @@ def test_the_report_says_how_many_samples_took_the_fused_path(db):
     result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2}, 1.0)
     assert result["fused_reason"] is None and result["python_samples"] == 0 and result["fused_samples"] > 0
     assert path(result).startswith(f"fused C, one call per sample without the GIL: {result['fused_samples']:,} of ")
+
+
+def test_the_report_says_where_the_device_stage_decoded(db):
+    pytest.importorskip("torch")
+    result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2, "device": "cpu"},
+                     1.0)
+    n = result["cpu_decoded"]
+    assert n > 0 and result["device_decoded"] == 0
+    assert path(result) == (f"the device stage on cpu (the planning threads (libjpeg-turbo, as the CPU path)): 0 of "
+                            f"{n:,} samples decoded there, {n:,} on the CPU; the workers read and plan")
