@@ -50,7 +50,7 @@ class DeviceExecutor:
         """The stage's tensors of one delivery, made on the side stream, and the event that marks their end."""
         if side is None:
             return self.stage(delivery.arrays), None
-        with torch.cuda.stream(side):
+        with torch.cuda.device(side.device), torch.cuda.stream(side):  # (this thread's device is cuda:0 by default)
             result = self.stage(delivery.arrays)
             event = torch.cuda.Event()
             event.record(side)
