@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 import tempfile
 
 import numpy as np
@@ -68,6 +67,8 @@ def build(path: str | os.PathLike = DEFAULT_DB, overwrite: bool = False) -> str:
 
 
 if __name__ == "__main__":
-    target = build(sys.argv[1] if len(sys.argv) > 1 else DEFAULT_DB, overwrite=True)
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("db", nargs="?", default=DEFAULT_DB, help=f"the database to write (default {DEFAULT_DB})")
+    target = build(parser.parse_args().db, overwrite=True)
     with picpac.Reader(target) as reader:
         print(f"{target}: {len(reader)} records")

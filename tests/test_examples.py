@@ -100,3 +100,11 @@ def test_tensorflow_example_runs_an_epoch(db):
 def test_jax_example_runs_an_epoch(db):
     needs("jax")
     assert accuracy_of(run("train_jax.py", "--db", str(db), "--epochs", "1")) > 0.1
+
+
+def test_the_digits_builder_takes_help_and_a_path(tmp_path):
+    """``--help`` prints the usage (it once wrote a database named '--help'); a path builds the database there."""
+    out = run("digits.py", "--help")
+    assert out.startswith("usage: digits.py [-h] [db]") and not (ROOT / "--help").exists()
+    target = tmp_path / "d.picpac"
+    assert run("digits.py", str(target)).strip() == f"{target}: 1797 records"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
@@ -222,6 +223,12 @@ class TorchDataset(torch.utils.data.IterableDataset):
         return self._stream
 
     def __iter__(self) -> Iterator[tuple]:
+        size = _collating_batch_size()
+        if size is not None:
+            raise PicPacTypeError(f"DataLoader(TorchDataset(...), batch_size={size}) would stack {size} of its batches "
+                                  f"(each of the stream's batch={self.config.order.batch}) into one, 5-D images: a "
+                                  "TorchDataset yields whole batches; use DataLoader(dataset, batch_size=None, ...) and "
+                                  "set the batch with the stream's key batch=")
         stream = self._open()
         if self._epoch is not None and self._epoch != self._applied:
             stream.set_epoch(self._epoch)
@@ -242,6 +249,17 @@ class TorchDataset(torch.utils.data.IterableDataset):
 
     def __repr__(self) -> str:
         return f"TorchDataset({self.path!r}, rank={self.rank}, world_size={self.world_size})"
+
+
+def _collating_batch_size() -> int | None:
+    """The ``batch_size`` of a DataLoader that takes a dataset's items one by one to collate them (torch's
+    iterable-dataset fetcher with auto-collation resumed the calling generator), or None. Read from the fetcher's
+    frame: torch has no public way for a dataset to know."""
+    caller = sys._getframe(2)  # this function <- the dataset's __iter__ generator <- whoever resumed it
+    fetcher = caller.f_locals.get("self")
+    if type(fetcher).__name__ == "_IterableDatasetFetcher" and getattr(fetcher, "auto_collation", False):
+        return len(caller.f_locals.get("possibly_batched_index", ())) or None
+    return None
 
 
 # -- device prefetching -------------------------------------------------------------------------------------

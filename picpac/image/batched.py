@@ -28,7 +28,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ..errors import PicPacValueError
 from .color import Normalize
-from .transforms import CenterCrop, Crop, Flip, LimitSize, Pad, Resize, RoundSize
+from .transforms import CenterCrop, Crop, Flip, LimitSize, Pad, Resize, RoundSize, torchvision_centre
 
 _CV_CN_MAX = 512  # OpenCV's most channels per pixel
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -158,6 +158,8 @@ class BatchCrop:
     width: int
     random: bool = False
     fill: float = 0
+    torchvision: bool = False
+    """Centred windows start where torchvision's CenterCrop starts them (halves rounded to even)."""
 
     @property
     def draws(self) -> int:
@@ -167,7 +169,7 @@ class BatchCrop:
         """(y, x) of every sample's window in an input of ``size`` = (height, width) (already padded)."""
         ey, ex = size[0] - self.height, size[1] - self.width
         if not self.random:
-            return ey // 2, ex // 2
+            return (torchvision_centre(ey), torchvision_centre(ex)) if self.torchvision else (ey // 2, ex // 2)
         return below(bits[:, slot + 1], ey + 1), below(bits[:, slot], ex + 1)
 
     def __call__(self, x: np.ndarray, bits: np.ndarray, slot: int) -> np.ndarray:
@@ -325,7 +327,7 @@ def _batch_step(t: Any, h: int, w: int, channels: int) -> Any:
             width, height, random, fill = t.width, t.height, False, 0
         if (width, height) == (w, h):
             return None
-        return BatchCrop(height, width, random and (width < w or height < h), fill)
+        return BatchCrop(height, width, random and (width < w or height < h), fill, isinstance(t, CenterCrop))
     if isinstance(t, Flip):
         if not t.random or (t.horizontal <= 0 and t.vertical <= 0 and t.transpose <= 0):
             return None

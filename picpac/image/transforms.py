@@ -74,7 +74,8 @@ class LimitSize:
 class Resize:
     """Resize to ``width`` x ``height``; with one of them 0, keep the aspect ratio.
 
-    ``shorter=S`` instead scales so the shorter side is S (torchvision's ``Resize(S)``).
+    ``shorter=S`` instead scales so the shorter side is S and the longer ``int(S * longer / shorter)``, as
+    torchvision's ``Resize(S)`` sizes it (the config key ``resize_shorter``).
     """
 
     width: int = 0
@@ -84,8 +85,8 @@ class Resize:
     def __call__(self, sample: Sample, rng: Any) -> Sample:
         w, h = sample.size
         if self.shorter:
-            f = self.shorter / min(w, h)
-            _scale_to(sample, max(1, round(w * f)), max(1, round(h * f)))
+            longer = max(1, int(self.shorter * max(w, h) / min(w, h)))  # torchvision's rounding: down
+            _scale_to(sample, *((self.shorter, longer) if w <= h else (longer, self.shorter)))
         else:
             _scale_to(sample, self.width or max(1, round(w * self.height / h)),
                       self.height or max(1, round(h * self.width / w)))
@@ -194,15 +195,25 @@ class Pad:
         return sample
 
 
+def torchvision_centre(extra: int) -> int:
+    """Where torchvision's CenterCrop starts a window along an axis with ``extra`` >= 0 spare pixels:
+    ``int(round(extra / 2))``, halves rounded to even (PicPac's centred crop rounds them down)."""
+    return int(round(extra / 2))
+
+
 @dataclass(frozen=True)
 class CenterCrop:
-    """Crop the centre ``width`` x ``height`` (torchvision's CenterCrop; smaller images are padded)."""
+    """Crop the centre ``width`` x ``height`` as torchvision's CenterCrop does (its offsets round halves to even);
+    smaller images are padded, centred."""
 
     width: int
     height: int
 
     def __call__(self, sample: Sample, rng: Any) -> Sample:
-        _crop(sample, self.width, self.height, False, rng)
+        w, h = sample.size
+        x, y = (_offset(e, False, rng) if e < 0 else torchvision_centre(e) for e in (w - self.width, h - self.height))
+        if (x, y, self.width, self.height) != (0, 0, w, h):
+            sample.warp([[1, 0, -x], [0, 1, -y]], (self.width, self.height))
         return sample
 
 

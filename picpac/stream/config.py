@@ -349,6 +349,7 @@ class Augment:
 
     resize_width: int = key(0, _int(0, MAX_SIDE))
     resize_height: int = key(0, _int(0, MAX_SIDE))
+    resize_shorter: int = key(0, _int(0, MAX_SIDE))
     min_size: int = key(0, _int(0, MAX_SIDE))
     max_size: int = key(0, _int(0, MAX_SIDE))
     crop_width: int = key(0, _int(0, MAX_SIDE))
@@ -488,6 +489,9 @@ def _check_together(c: dict[str, Any]) -> None:
     if c["task"] in ("detect", "keypoints") and c["annotate"] in ("image", "auto"):
         raise PicPacValueError(f"task={c['task']!r} needs vector annotations (annotate='json'), "
                                f"not annotate={c['annotate']!r}")
+    if c["resize_shorter"] and (c["resize_width"] or c["resize_height"]):
+        raise PicPacValueError(f"config key 'resize_shorter' ({c['resize_shorter']}) with 'resize_width'/"
+                               "'resize_height': give the shorter side, or the width and/or height, not both")
     for side in ("width", "height"):
         crop, resize = c[f"crop_{side}"], c[f"resize_{side}"]
         if crop > resize > 0:

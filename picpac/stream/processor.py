@@ -156,8 +156,8 @@ class Processor:
         self.fixed: list = []
         if augment.min_size or augment.max_size:
             self.fixed.append(LimitSize(augment.min_size, augment.max_size))
-        if augment.resize_width or augment.resize_height:
-            self.fixed.append(Resize(augment.resize_width, augment.resize_height))
+        if augment.resize_width or augment.resize_height or augment.resize_shorter:
+            self.fixed.append(Resize(augment.resize_width, augment.resize_height, augment.resize_shorter))
         if augment.anno_min_ratio:
             self.fixed.append(AnnotationZoom(augment.anno_min_ratio))
         self.transforms = specs.build(augment.transforms, random=augment.perturb is not False)

@@ -345,7 +345,7 @@ def compact_command(db: str, output: str | None, overwrite: bool) -> None:
 @click.option("--shuffle/--no-shuffle", default=True, show_default=True,
               help="Shuffle groups before dealing them (the stream's shuffle).")
 @click.option("-o", "--output-dir", type=click.Path(file_okay=False), default=None,
-              help="Folder of the parts [default: DB's folder].")
+              help="Folder of the parts, made if missing [default: DB's folder].")
 @click.option("--prefix", default=None, help="Name of the parts before -foldF/-train/-test [default: DB's name "
               "without its extension; the extension is DB's].")
 @click.option("--overwrite", is_flag=True, help="Replace parts that exist [default: refuse, writing nothing].")

@@ -247,6 +247,18 @@ def bar_of(progress: Progress | None, total: int) -> Any:
 
 # -- the split --------------------------------------------------------------------------------------
 
+def _make_folder(folder: str) -> str | None:
+    """Make the output folder ``folder`` (``-o DIR``) where it is missing, its parents too; the folder made, or
+    None when it was there. A path that is not a folder is a PicPacValueError naming it."""
+    if not folder or os.path.isdir(folder):
+        return None
+    try:
+        os.makedirs(folder)
+    except OSError as exc:
+        raise PicPacValueError(f"{folder}: cannot make the output folder ({exc.strerror})") from None
+    return folder
+
+
 def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | str | None = None,
              fold: int | None = None, seed: int = DEFAULT_SEED, stratify: bool = True, shuffle: bool = True,
              output_dir: str | os.PathLike | None = None, prefix: str | None = None, overwrite: bool = False,
@@ -299,6 +311,7 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
             metadata.append(copied_metadata(reader, "split", {
                 "from": db, **keys, "split_fold": fold_p, "split_negate": negate, "id": run,
                 "parts": [os.path.basename(p) for p in paths]}))
+        made = _make_folder(os.path.dirname(paths[0]))
         bar = bar_of(progress, len(reader))
         try:
             with writers(paths, metadata, overwrite, remove) as outs:
@@ -309,6 +322,10 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
                         append_copy(outs[part], reader[i], db)
                         if bar is not None:
                             bar.update(1)
+        except BaseException:
+            if made and not os.listdir(made):  # the folder made for this split, left empty: gone with it
+                os.rmdir(made)
+            raise
         finally:
             if bar is not None:
                 bar.close()

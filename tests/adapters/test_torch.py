@@ -350,3 +350,16 @@ def test_device_loader_batches_are_the_device_streams_with_labels_beside_them(db
 def test_dataloader_workers_refuse_the_device_stage(db):
     with pytest.raises(picpac.PicPacError, match="TorchDataset with device='cpu'.*TorchLoader"):
         TorchDataset(db, device="cpu")
+
+
+@pytest.mark.parametrize("batch_size, workers", [(4, 0), (None, 0), (1, 2)])
+def test_a_dataloader_that_would_stack_whole_batches_is_refused(db, batch_size, workers):
+    """DataLoader's default batch_size=1 (or any) collates TorchDataset's batches into 5-D images: refused by name."""
+    keys = {"multiprocessing_context": WORKER_START} if workers else {}
+    loader = torch.utils.data.DataLoader(TorchDataset(db, batch=4, workers=1), batch_size=batch_size,
+                                         num_workers=workers, **keys)
+    if batch_size is None:  # the right spelling
+        assert next(iter(loader))[0].shape == (4, 3, 6, 8)
+        return
+    with pytest.raises(picpac.PicPacError, match=rf"batch_size={batch_size}\) would stack .*batch_size=None"):
+        next(iter(loader))

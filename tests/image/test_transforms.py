@@ -221,3 +221,32 @@ def test_fast_path_flips_equal_the_general_warp():
         m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5
         slow = cv2.warpAffine(image, m, (30, 20), flags=cv2.INTER_LINEAR)
         assert (fast == slow).all(), (a, d)
+
+
+def columns_and_rows(w: int, h: int) -> np.ndarray:
+    """(h, w, 2) uint8: each pixel's column and row."""
+    return np.stack(np.meshgrid(np.arange(w), np.arange(h)), -1).astype(np.uint8)
+
+
+@pytest.mark.parametrize("w, h, x, y", [(227, 230, 2, 3), (225, 229, 0, 2), (229, 224, 2, 0), (224, 226, 0, 1)])
+def test_center_crop_starts_where_torchvisions_does(w, h, x, y):
+    """torchvision: int(round((W - w) / 2)), halves to even: 3 spare pixels start at 2 (PicPac's Crop: 1)."""
+    out = CenterCrop(224, 224)(Sample(columns_and_rows(w, h), 0, 0), None).image
+    assert out.shape[:2] == (224, 224) and (out[0, 0, 0], out[0, 0, 1]) == (x, y)
+    assert Crop(224, 224)(Sample(columns_and_rows(w, h), 0, 0), None).image[0, 0, 0] == (w - 224) // 2
+
+
+def test_the_batch_path_centres_as_the_sample_path():
+    from picpac.image.batched import _batch_step
+    batch = np.stack([columns_and_rows(227, 230)] * 2)
+    cut = _batch_step(CenterCrop(224, 224), 230, 227, 2)(batch, np.zeros((2, 0), np.uint64), 0)
+    assert (cut[0, 0, 0, 0], cut[0, 0, 0, 1]) == (2, 3)
+    plain = _batch_step(Crop(224, 224), 230, 227, 2)(batch, np.zeros((2, 0), np.uint64), 0)
+    assert (plain[0, 0, 0, 0], plain[0, 0, 0, 1]) == (1, 3)
+
+
+@pytest.mark.parametrize("w, h, size", [(640, 427, (383, 256)), (427, 640, (256, 383)), (500, 375, (341, 256)),
+                                        (256, 300, (256, 300))])
+def test_resize_shorter_sizes_the_longer_side_as_torchvision(w, h, size):
+    """torchvision's Resize(256): the longer side int(256 * 640 / 427) = 383 (rounding would give 384)."""
+    assert Resize(shorter=256)(Sample(np.zeros((h, w, 3), np.uint8), 0, 0), None).size == size

@@ -407,3 +407,11 @@ def test_batch_images_start_on_64_byte_boundaries(db, backend):
                             resize_height=6) as stream:
         batches = list(stream)
     assert len(batches) > 1 and all(b[0].ctypes.data % 64 == 0 for b in batches)
+
+
+def test_resize_shorter_makes_the_shorter_side_that_long(db):
+    """make_db's images are 8x6: the shorter side 12, the longer int(12 * 8 / 6) = 16, as torchvision's Resize(12)."""
+    with picpac.ImageStream(db, loop=False, batch=4, resize_shorter=12, dtype="uint8", order="NHWC") as stream:
+        assert next(iter(stream))[0].shape == (4, 12, 16, 3)
+    with pytest.raises(picpac.PicPacError, match="'resize_shorter' .* not both"):
+        picpac.ImageStream(db, resize_shorter=12, resize_width=20)

@@ -231,3 +231,14 @@ def test_a_writer_appending_to_a_part_to_remove_refuses_the_split(tmp_path):
         with pytest.raises(picpac.errors.WriterBusyError, match="data-fold3.picpac: another Writer is appending"):
             split_db(db, folds=3, overwrite=True)
         assert {name: (tmp_path / name).read_bytes() for name in os.listdir(tmp_path)} == before
+
+
+def test_an_output_folder_that_is_missing_is_made(tmp_path):
+    db = mixed_db(tmp_path / "db.picpac")
+    out = tmp_path / "parts" / "k2"
+    report = split_db(db, folds=2, output_dir=out)
+    assert sorted(os.listdir(out)) == ["db-fold0.picpac", "db-fold1.picpac"]
+    assert sum(n for _, n in report.parts) == 60
+    (tmp_path / "a_file").write_bytes(b"")
+    with pytest.raises(PicPacValueError, match=r"a_file/k2: cannot make the output folder \(Not a directory\)"):
+        split_db(db, folds=2, output_dir=tmp_path / "a_file" / "k2")
