@@ -54,13 +54,13 @@ class MissingDependencyError(PicPacError, ImportError):
     """An optional package a DataFlow needs (lmdb, h5py, pyzmq) is not installed."""
 
 
-def optional_import(module: str, what: str, package: str | None = None) -> Any:
-    """``import module``, or a :class:`MissingDependencyError` naming the extra that provides it."""
+def optional_import(module: str, what: str, package: str | None = None, extra: str = "formats") -> Any:
+    """``import module``, or a :class:`MissingDependencyError` naming ``extra``, the extra that provides it."""
     try:
         return importlib.import_module(module)
     except ImportError:
         raise MissingDependencyError(
-            f"{what} needs the {package or module!r} package: pip install 'picpac[formats]' "
+            f"{what} needs the {package or module!r} package: pip install 'picpac[{extra}]' "
             f"(or pip install {package or module})") from None
 
 

@@ -43,7 +43,7 @@ class RemoteTimeout(PicPacError, TimeoutError):
 
 
 def _zmq() -> Any:
-    return optional_import("zmq", "send_dataflow_zmq / RemoteDataZMQ", "pyzmq")
+    return optional_import("zmq", "send_dataflow_zmq / RemoteDataZMQ", "pyzmq", "zmq")
 
 
 def send_dataflow_zmq(df: DataFlow, addr: str, hwm: int = 50, format: str | None = None, bind: bool = False, *,

@@ -9,6 +9,7 @@ import random
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -146,8 +147,8 @@ def test_optional_import_names_the_extra_that_provides_the_package(monkeypatch):
                                                      r"'picpac\[formats\]' \(or pip install lmdb\)$"):
         optional_import("lmdb", "LMDBData")
     with pytest.raises(MissingDependencyError, match=r"^RemoteDataZMQ needs the 'pyzmq' package: pip install "
-                                                     r"'picpac\[formats\]' \(or pip install pyzmq\)$") as info:
-        optional_import("zmq", "RemoteDataZMQ", "pyzmq")
+                                                     r"'picpac\[zmq\]' \(or pip install pyzmq\)$") as info:
+        optional_import("zmq", "RemoteDataZMQ", "pyzmq", "zmq")
     assert info.value.__cause__ is None and info.value.__suppress_context__
 
 
@@ -257,3 +258,15 @@ def test_a_worker_process_gets_its_path_and_global_random_streams_of_its_own():
     assert worker([1, 0], 42)[1:] == [draws, bits]  # the same path and entropy: the same streams
     other = worker([0, 0], 42)
     assert other[0] == [0, 0] and other[1] != draws and other[2] != bits
+
+
+def test_the_zmq_flows_name_their_own_extra(monkeypatch):
+    """pyzmq is optional (the extra 'zmq'), not a dependency of every install."""
+    from picpac.compat.dataflow import send_dataflow_zmq
+    monkeypatch.setitem(sys.modules, "zmq", None)
+    with pytest.raises(MissingDependencyError, match=r"pip install 'picpac\[zmq\]'"):
+        send_dataflow_zmq(DataFromList([1]), "tcp://127.0.0.1:9")
+    import tomllib
+    project = tomllib.loads((Path(__file__).resolve().parents[3] / "pyproject.toml").read_text())["project"]
+    assert not any(d.startswith("pyzmq") for d in project["dependencies"])
+    assert project["optional-dependencies"]["zmq"] == ["pyzmq>=25"]
