@@ -60,10 +60,11 @@ def open_writer(path: str | os.PathLike, kind: str, *, metadata: Mapping[str, An
     return WRITERS[_kind(kind)](path, metadata=metadata, **options)
 
 
-def open_reader(path: str | os.PathLike, kind: str, *, check: bool = True) -> StoreReader:
+def open_reader(path: str | os.PathLike, kind: str, *, check: bool = True, **options: Any) -> StoreReader:
     """A reader of the ``kind`` store at ``path``; ``check`` verifies stored checksums where the format
-    has them (TFRecord's CRC32C, PPR1's CRC32 in lmdb and binary)."""
-    return READERS[_kind(kind)](path, check=check)
+    has them (TFRecord's CRC32C, PPR1's CRC32 in lmdb and binary); ``options`` are the reader's own
+    (TFRecordReader's ``image_feature`` and ``label_feature``)."""
+    return READERS[_kind(kind)](path, check=check, **options)
 
 
 def store_size(path: str | os.PathLike, kind: str | None = None) -> int:
@@ -299,16 +300,23 @@ def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, ov
 
 
 def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                 progress: Callable[[int], Any] | None = None) -> ConvertReport:
-    """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``.
+                 progress: Callable[[int], Any] | None = None, image_feature: str | None = None,
+                 label_feature: str | None = None) -> ConvertReport:
+    """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``;
+    for a TFRecord file written elsewhere, ``image_feature`` and ``label_feature`` name the features that hold
+    the images and the labels (:class:`~.tfrecord.TFRecordReader`).
 
     LMDB and HDF5 stores are read by a child process (:class:`IsolatedReader`), so that their libraries'
     crashes on a damaged store are errors; a write that fails (a full disk) is a FileIOError naming ``db``."""
     start = time.perf_counter()
     src, db = os.fspath(src), os.fspath(db)
     _kind(kind)
+    features = {k: v for k, v in (("image_feature", image_feature), ("label_feature", label_feature)) if v}
+    if features and kind != "tfrecord":
+        raise PicPacValueError(f"{src}: {' and '.join(features)} name features of a TFRecord file, not of a "
+                               f"{kind} store")
     _check_target(db, overwrite)
-    with (IsolatedReader(src, kind) if kind in CHILD_READS else open_reader(src, kind)) as reader:
+    with (IsolatedReader(src, kind) if kind in CHILD_READS else open_reader(src, kind, **features)) as reader:
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
         with output_errors(db), Writer(db, overwrite=overwrite, metadata=metadata) as writer:
             _copy(reader, writer, src, progress)

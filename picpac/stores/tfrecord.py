@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import struct
 from typing import Any
 
 import numpy as np
 
-from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError
+from ..errors import CorruptError, FormatError, PicPacError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.reader import Record
 from .base import StoreWriter, corrupt_error, MappedReader
@@ -86,9 +87,18 @@ class TFRecordWriter(StoreWriter):
 class TFRecordReader(MappedReader):
     """Reads TFRecord files of ``tf.train.Example``s: those written by :class:`TFRecordWriter` exactly,
     others as bytes features -> fields (a list of k > 1 values as ``name[0]`` ...) and numeric
-    features -> meta lists. Every record's length and data CRC32C are checked (data: with ``check``)."""
+    features -> meta lists. Every record's length and data CRC32C are checked (data: with ``check``).
+
+    Files written elsewhere name their features as they like: ``image_feature`` (TensorFlow's ImageNet layout:
+    ``image/encoded``) becomes the field ``image``, and ``label_feature`` (``image/class/label``, one number per
+    record) the label; a record without them is an error naming it."""
 
     kind = "tfrecord"
+
+    def __init__(self, path: str | os.PathLike, *, check: bool = True, image_feature: str | None = None,
+                 label_feature: str | None = None):
+        self.image_feature, self.label_feature = image_feature, label_feature
+        super().__init__(path, check=check)
 
     def _open(self) -> None:
         view = self._map(self.path)
@@ -148,8 +158,22 @@ class TFRecordReader(MappedReader):
     def _from_features(self, i: int, features: dict) -> Record:
         label, group, meta, extra = 0.0, None, b"", {}
         fields = {}
+        for given, option in ((self.image_feature, "--image-feature"), (self.label_feature, "--label-feature")):
+            if given is not None and given not in features:
+                raise SourceError(f"{self.path}: record {i} has no feature {given!r} ({option}); its features: "
+                                  f"{sorted(features)}")
         for name, (kind, values) in features.items():
-            if name == _TF_LABEL and values:
+            if name == self.image_feature:
+                if kind != "bytes" or len(values) != 1:
+                    raise SourceError(f"{self.path}: record {i}'s feature {name!r} (--image-feature) is a {kind} list "
+                                      f"of {len(values)} values, not one encoded image")
+                fields["image"] = values[0]
+            elif name == self.label_feature:
+                if kind == "bytes" or len(values) != 1:
+                    raise SourceError(f"{self.path}: record {i}'s feature {name!r} (--label-feature) is a {kind} list "
+                                      f"of {len(values)} values, not one number")
+                label = float(values[0])
+            elif name == _TF_LABEL and values and self.label_feature is None:
                 if kind == "bytes" and len(values[0]) != 8:
                     raise corrupt_error(self.path, i, f"has a {_TF_LABEL} of {len(values[0])} bytes, not a double's 8")
                 label = float(values[0]) if kind != "bytes" else struct.unpack("<d", values[0])[0]
@@ -172,4 +196,6 @@ class TFRecordReader(MappedReader):
             if not isinstance(stored, dict):
                 raise corrupt_error(self.path, i, f"has a {_TF_META} that is not a JSON object")
             meta = {**stored, **extra}
+        if self.image_feature is not None:  # the image first, as picpac's own layouts have it
+            fields = {"image": fields.pop("image"), **fields}
         return self._record(i, self._ordered(fields), label, group, meta)

@@ -145,6 +145,12 @@ def _import_arguments(f, default_format: str):
     f = click.option("--labels", type=click.Path(file_okay=False), default=None,
                      help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
                           "or of the masks (-f maskdir).")(f)
+    f = click.option("--label-feature", default=None,
+                     help="--from tfrecord: the feature that holds each record's label, e.g. image/class/label "
+                          "(TensorFlow's ImageNet layout) [default: picpac's own picpac/label].")(f)
+    f = click.option("--image-feature", default=None,
+                     help="--from tfrecord: the feature that holds each record's encoded image, e.g. image/encoded; "
+                          "it becomes the field `image` [default: each bytes feature a field of its name].")(f)
     f = click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
                      help=f"SRC is a whole dataset in this storage format ({docs_hint('stores')}), not images; "
                           "excludes -f and the image options.")(f)
@@ -154,8 +160,13 @@ def _import_arguments(f, default_format: str):
     return click.argument("src", type=click.Path())(f)
 
 
-def _import(src: str, db: str, fmt: str, store: str | None, **options) -> None:
+def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str | None, label_feature: str | None,
+            **options) -> None:
     """What `picpac import` and `picpac-import` run."""
+    features = {"image_feature": image_feature, "label_feature": label_feature}
+    if store != "tfrecord" and any(features.values()):
+        raise click.UsageError("--image-feature and --label-feature name the features of a TFRecord file: they go "
+                               "with --from tfrecord")
     if store is None:
         from .ingest import import_dataset
 
@@ -174,7 +185,8 @@ def _import(src: str, db: str, fmt: str, store: str | None, **options) -> None:
     from ..stores import import_store
 
     with _no_temps_left(db):
-        report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"))
+        report = import_store(src, db, store, overwrite=options["overwrite"], progress=_bar(f"import {store}"),
+                              **features)
     click.echo(report.summary())
 
 

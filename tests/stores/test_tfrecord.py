@@ -112,3 +112,63 @@ def test_damaged_features_name_the_record(tmp_path, features, message):
             r[0]
     with pytest.raises(CorruptError, match=re.escape(f"{path}: {message}")):
         stores.import_store(path, tmp_path / "db", "tfrecord")
+
+
+def imagenet_layout(path, count: int = 6) -> tuple[str, list[bytes]]:
+    """A TFRecord file in TensorFlow's ImageNet layout, written by TensorFlow itself: image/encoded (the JPEG),
+    image/class/label (int64), image/format and image/height."""
+    tf = pytest.importorskip("tensorflow")
+    from helpers import SHARED_DATA, smooth_jpeg
+    files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))[:count]
+    jpegs = [f.read_bytes() for f in files] or [smooth_jpeg(40 + i, 30, i) for i in range(count)]
+    with tf.io.TFRecordWriter(str(path)) as w:
+        for i, data in enumerate(jpegs):
+            feature = {"image/height": tf.train.Feature(int64_list=tf.train.Int64List(value=[30])),
+                       "image/format": tf.train.Feature(bytes_list=tf.train.BytesList(value=[b"JPEG"])),
+                       "image/encoded": tf.train.Feature(bytes_list=tf.train.BytesList(value=[data])),
+                       "image/class/label": tf.train.Feature(int64_list=tf.train.Int64List(value=[100 + i]))}
+            w.write(tf.train.Example(features=tf.train.Features(feature=feature)).SerializeToString())
+    return str(path), jpegs
+
+
+def test_tensorflows_imagenet_layout_imports_with_its_labels_in_the_label_column(tmp_path):
+    import picpac
+    src, jpegs = imagenet_layout(tmp_path / "train.tfrecord")
+    db = tmp_path / "train.picpac"
+    stores.import_store(src, db, "tfrecord", image_feature="image/encoded", label_feature="image/class/label")
+    with picpac.Reader(db) as r:
+        assert r.labels.tolist() == [100.0 + i for i in range(len(jpegs))]
+        assert list(r[0].fields) == ["image", "image/format"]
+        assert [bytes(r[i].fields["image"]) for i in range(len(r))] == jpegs
+    with picpac.ImageStream(db, loop=False, shuffle=False, batch=2, resize_width=16, resize_height=16) as s:
+        assert [int(x) for batch in s for x in batch[1]] == [100 + i for i in range(len(jpegs))]
+    plain = tmp_path / "plain.picpac"  # without the options: the label stays a meta list, as before
+    stores.import_store(src, plain, "tfrecord")
+    with picpac.Reader(plain) as r:
+        assert r.labels.tolist() == [0.0] * len(jpegs) and "image/encoded" in r[0].fields
+
+
+def test_a_feature_a_record_lacks_or_cannot_be_is_named(tmp_path):
+    from picpac.errors import PicPacValueError, SourceError
+    src, _ = imagenet_layout(tmp_path / "train.tfrecord", count=2)
+    for options, message in (({"label_feature": "label"}, r"record 0 has no feature 'label' \(--label-feature\); "
+                                                          r"its features: \['image/class/label', "),
+                             ({"image_feature": "image/height"}, r"record 0's feature 'image/height' "
+                                                                 r"\(--image-feature\) is a int64 list"),
+                             ({"label_feature": "image/format"}, r"'image/format' \(--label-feature\) is a bytes")):
+        with pytest.raises(SourceError, match=message):
+            stores.import_store(src, tmp_path / "x.picpac", "tfrecord", **options)
+        assert not (tmp_path / "x.picpac").exists()
+    with pytest.raises(PicPacValueError, match="label_feature name features of a TFRecord file, not of a npz"):
+        stores.import_store(src, tmp_path / "y.picpac", "npz", label_feature="label")
+
+
+def test_the_feature_options_go_with_from_tfrecord(tmp_path):
+    from helpers import run_console
+    src, _ = imagenet_layout(tmp_path / "train.tfrecord", count=2)
+    out = run_console("picpac", "import", "--from", "tfrecord", src, str(tmp_path / "a.picpac"), "--image-feature",
+                      "image/encoded", "--label-feature", "image/class/label", cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.startswith("imported 2 records from tfrecord")
+    bad = run_console("picpac", "import", str(tmp_path), str(tmp_path / "b.picpac"), "--label-feature", "x", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "--image-feature and --label-feature name the features of a TFRecord file" in bad.stderr
