@@ -374,6 +374,24 @@ def split_command(db: str, **options) -> None:
     click.echo(report.summary())
 
 
+@main.command("relabel", cls=_Command)
+@click.argument("db", type=click.Path(dir_okay=False))
+@click.argument("out", type=click.Path(dir_okay=False))
+@click.option("--map", "mapping", multiple=True, required=True, metavar="OLD=NEW",
+              help="Map class OLD to NEW, each an id or a class name (a new name joins the class table); repeat.")
+@click.option("--annotation-field", default="annotation", show_default=True,
+              help="The field holding the JSON annotations whose shape classes are mapped too.")
+@click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")
+def relabel_command(db: str, out: str, mapping: tuple[str, ...], annotation_field: str, overwrite: bool) -> None:
+    """Copy DB into OUT with the record labels and the annotation shapes' classes mapped (--map OLD=NEW)."""
+    from .relabel import relabel_db
+
+    with _no_temps_left(out):
+        report = relabel_db(db, out, mapping, annotation_field=annotation_field, overwrite=overwrite,
+                            progress=_bar("relabel"))
+    click.echo(report.summary())
+
+
 @main.command("filter", cls=_Command)
 @click.argument("db", type=click.Path(dir_okay=False))
 @click.argument("out", type=click.Path(dir_okay=False))
@@ -384,6 +402,12 @@ def split_command(db: str, **options) -> None:
 @click.option("--meta", multiple=True, metavar="KEY=VALUE",
               help="Keep records whose meta has KEY equal to VALUE (read as JSON when it parses, else text; "
                    "a.b for nested keys); repeat: all keys must match, values of one key are alternatives.")
+@click.option("--class", "classes", multiple=True, metavar="C",
+              help="Keep records with an annotation shape of class C: an id or a class name (repeat: any of them).")
+@click.option("--drop-other-classes", is_flag=True,
+              help="With --class: remove the shapes of other classes from the annotations kept.")
+@click.option("--annotation-field", default="annotation", show_default=True,
+              help="The field holding the JSON annotations (for --class).")
 @click.option("--min-size", default=None, metavar="WxH", help="Keep images at least W wide and H high.")
 @click.option("--max-size", default=None, metavar="WxH", help="Keep images at most W wide and H high.")
 @click.option("--field", default="image", show_default=True, help="The field holding the image (for the sizes).")

@@ -25,6 +25,7 @@ from ..image.decoding import MAX_PIXELS, decode
 from ..image.headers import image_size
 from ..stores.base import output_errors
 from .info import what_classes_name
+from .relabel import annotation, class_id, encoded, shape_class, with_shapes
 from .split import (
     Progress,
     append_copy,
@@ -169,9 +170,9 @@ class _Sizer:
 
 
 def describe_conditions(labels: Sequence[str], groups: Sequence[Any], meta: Sequence[str],
-                        min_size: Any, max_size: Any, invert: bool) -> str:
+                        min_size: Any, max_size: Any, invert: bool, classes: Sequence[str] = ()) -> str:
     parts = [f"{name} {' or '.join(map(str, values))}" for name, values in
-             (("label", labels), ("group", groups)) if values]
+             (("label", labels), ("group", groups), ("an annotation of class", classes)) if values]
     parts += [f"meta {m}" for m in meta]
     parts += [f"{name} {'x'.join(map(str, s)) if not isinstance(s, str) else s}" for name, s in
               (("min size", min_size), ("max size", max_size)) if s is not None]
@@ -181,23 +182,31 @@ def describe_conditions(labels: Sequence[str], groups: Sequence[Any], meta: Sequ
 
 def filter_db(db: str | os.PathLike, out: str | os.PathLike, *, labels: Sequence[str | float] = (),
               groups: Sequence[str | int] = (), meta: Sequence[str] = (), min_size: Any = None,
-              max_size: Any = None, field: str = "image", max_pixels: int = MAX_PIXELS, invert: bool = False,
-              overwrite: bool = False, progress: Progress | None = None) -> FilterReport:
+              max_size: Any = None, classes: Sequence[str | float] = (), drop_other_classes: bool = False,
+              annotation_field: str = "annotation", field: str = "image", max_pixels: int = MAX_PIXELS,
+              invert: bool = False, overwrite: bool = False, progress: Progress | None = None) -> FilterReport:
     """Copy the records of DB that match every condition given (``invert``: that do not) into OUT.
 
     Values of one condition are alternatives (``labels=["3", "5"]``: label 3 or 5); ``meta`` values of the
     same key too, of different keys all must hold. ``min_size``/``max_size`` bound the image's width and
-    height (inclusive). OUT is written to a temp file and renamed when complete; a write that fails (a full
-    disk) is a FileIOError naming it.
+    height (inclusive). ``classes`` (ids or names) keeps records with an annotation shape of one of them (in
+    ``annotation_field``, JSON); ``drop_other_classes`` then removes the other shapes from the kept records.
+    OUT is written to a temp file and renamed when complete; a write that fails (a full disk) is a FileIOError
+    naming it.
     """
     start = time.perf_counter()
     db, out = os.fspath(db), os.fspath(out)
-    labels, groups, meta = [str(v) for v in labels], list(groups), list(meta)
-    if not (labels or groups or meta or min_size is not None or max_size is not None):
-        raise PicPacValueError(f"{db}: no condition given; pass --label, --group, --meta, --min-size or "
+    labels, groups, meta, classes = [str(v) for v in labels], list(groups), list(meta), [str(v) for v in classes]
+    if not (labels or groups or meta or classes or min_size is not None or max_size is not None):
+        raise PicPacValueError(f"{db}: no condition given; pass --label, --group, --meta, --class, --min-size or "
                                "--max-size (each record matching them all is kept)")
-    conditions = describe_conditions(labels, groups, meta, min_size, max_size, invert)
+    if drop_other_classes and (not classes or invert):
+        raise PicPacValueError(f"{db}: --drop-other-classes keeps the shapes of the --class given in the records "
+                               "kept: give --class, without --invert")
+    conditions = describe_conditions(labels, groups, meta, min_size, max_size, invert, classes)
     with Reader(db) as reader:
+        table = [str(c) for c in reader.metadata.get("classes") or []]
+        class_ids = {class_id(c, table, db, "--class") for c in classes}
         ranges = parse_labels(labels, reader)
         group_ids = parse_groups(groups, db)
         wanted_meta = parse_meta(meta, db)
@@ -219,8 +228,8 @@ def filter_db(db: str | os.PathLike, out: str | os.PathLike, *, labels: Sequence
             metadata = copied_metadata(reader, "filtered", {"from": db, "conditions": conditions})
             with output_errors(out), writers([out], [metadata], overwrite) as (writer,):
                 for i in range(len(reader)):
-                    ok = bool(match[i])
-                    if ok and (wanted_meta or sizer):
+                    ok, doc = bool(match[i]), None
+                    if ok and (wanted_meta or sizer or class_ids):
                         record = reader.read(i, check=False)  # kept ones are checked as they are copied
                         fields = record.meta if wanted_meta and isinstance(record.meta, dict) else {}
                         ok = all(any(_same(_meta_value(fields, k), v) for v in values)
@@ -230,8 +239,16 @@ def filter_db(db: str | os.PathLike, out: str | os.PathLike, *, labels: Sequence
                             unsized += size is None
                             ok = size is not None and (not low or (size[0] >= low[0] and size[1] >= low[1])) \
                                 and (not high or (size[0] <= high[0] and size[1] <= high[1]))
+                        if ok and class_ids:
+                            doc = annotation(record, annotation_field, db)
+                            ok = doc is not None and any(shape_class(s) in class_ids for s in doc["shapes"])
                     if ok != invert:
-                        append_copy(writer, reader[i], db)
+                        record = reader[i]
+                        if drop_other_classes:
+                            only = with_shapes(annotation(record, annotation_field, db), keep=class_ids.__contains__)[0]
+                            append_copy(writer, record, db, fields={**record.fields, annotation_field: encoded(only)})
+                        else:
+                            append_copy(writer, record, db)
                         kept += 1
                     if bar is not None:
                         bar.update(1)

@@ -14,7 +14,7 @@ import secrets
 import shutil
 import stat
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -158,13 +158,16 @@ def copied_metadata(reader: RecordReader, provenance_key: str, provenance: dict[
     return metadata
 
 
-def append_copy(writer: Writer, record: Record, source: str) -> None:
-    """Append ``record`` to ``writer``: every field byte for byte, its label, group and meta."""
+def append_copy(writer: Writer, record: Record, source: str, *, fields: Mapping[str, Any] | None = None,
+                label: float | None = None) -> None:
+    """Append ``record`` to ``writer``: every field byte for byte (or ``fields``), its label (or ``label``), group
+    and meta."""
     meta = record.meta
     if not isinstance(meta, dict):
         raise CorruptRecordError(source, record.index, f"has meta that is a JSON {type(meta).__name__}, "
                                  "not an object; run `picpac verify`")
-    writer.append(record.fields, label=record.label, group=record.group, meta=meta or None)
+    writer.append(record.fields if fields is None else fields, label=record.label if label is None else label,
+                  group=record.group, meta=meta or None)
 
 
 def check_outputs(paths: Sequence[str], source: str, overwrite: bool) -> None:

@@ -114,7 +114,7 @@ def test_array_fields_are_sized_by_their_declaration(tmp_path):
 
 
 @pytest.mark.parametrize("options,says", [
-    ({}, "no condition given; pass --label, --group, --meta, --min-size or --max-size"),
+    ({}, "no condition given; pass --label, --group, --meta, --class, --min-size or --max-size"),
     ({"labels": ["fish"]}, ("--label 'fish' is not a number, a range A..B (A <= B) or a class name of the database "
                            "(its classes are cat, dog, bird)")),
     ({"labels": ["3..1"]}, "--label '3..1' is not a number, a range A..B (A <= B)"),
