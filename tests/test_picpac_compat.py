@@ -202,8 +202,8 @@ def test_v2_readme_classification_config(classes_db):
                   {"type": "resize", "size": 224},
               ]}
     with picpac.ImageStream(config) as stream:
-        images, labels, pad = next(stream)
-    assert images.shape == (16, 3, 224, 224) and labels.shape == (16,)
+        meta, images = next(stream)  # v2's binding: the labels in the meta; v2's default order, NHWC
+    assert images.shape == (16, 224, 224, 3) and images.dtype == np.float32 and meta.labels.shape == (16,)
 
 
 def test_v2_readme_segmentation_config(coco):
@@ -217,13 +217,13 @@ def test_v2_readme_segmentation_config(coco):
                   {"type": "rasterize"},
               ]}
     with picpac.ImageStream(config) as stream:
-        for _, (images, labels, pad) in zip(range(4), stream):
-            assert images.shape[2] % 16 == 0 and images.shape[3] % 16 == 0
-            assert labels.shape == (1, 1, *images.shape[2:]) and labels.max() == 1
+        for _, (meta, images, labels) in zip(range(4), stream):  # v2's binding
+            assert images.shape[1] % 16 == 0 and images.shape[2] % 16 == 0 and len(meta.ids) == 1
+            assert labels.shape == (1, *images.shape[1:3], 1) and labels.dtype == np.uint8 and labels.max() == 1
     # the same with a mask image in field 1: JSON or image is told by the field's first byte
     with picpac.ImageStream({**config, "db": str(coco["masks"])}) as stream:
-        images, labels, pad = next(stream)
-    assert labels.shape == (1, 1, *images.shape[2:]) and labels.max() > 1
+        meta, images, labels = next(stream)
+    assert labels.shape == (1, *images.shape[1:3], 1) and labels.max() > 1
 
 
 def test_v2_readme_box_regression_config(coco):
@@ -238,8 +238,8 @@ def test_v2_readme_box_regression_config(coco):
               ]}
     stream = picpac.ImageStream(config)
     positives = 0
-    for images, labels, anchors, anchor_weight, params, params_weight, pad in stream:
-        h, w = images.shape[2] // anchor_stride, images.shape[3] // anchor_stride
+    for meta, images, labels, anchors, anchor_weight, params, params_weight in stream:  # v2's binding
+        h, w = images.shape[1] // anchor_stride, images.shape[2] // anchor_stride
         assert anchors.shape == anchor_weight.shape == params_weight.shape == (1, h, w, 1)
         assert params.shape == (1, h, w, 1, 4)
         positives += int(anchors.sum())
@@ -257,7 +257,8 @@ def test_v2_keys(coco, tmp_path, monkeypatch):
               "dump": 1, "batch": 5, "transforms": [{"type": "resize", "width": 32, "height": 32}]}
     with picpac.ImageStream(config) as stream:
         assert stream.size() == 15
-        images, labels, raw, pad = next(stream)
+        meta, images = next(stream)  # v2's binding: the raw field in the meta
+    raw = meta.raw[0]
     assert images.shape == (5, 32, 32, 3) and images.dtype == np.uint8 and len(raw) == 5
     assert all(isinstance(r, bytes) and r[:1] in (b"{", b"\x89") for r in raw)  # field 1: JSON or a PNG mask
     assert sorted(p.name for p in (tmp_path / "picpac_dump").iterdir()) == [f"0_0_{i}.png" for i in range(5)]

@@ -221,7 +221,8 @@ class AddColor:
     ``values`` are per channel of ``colorspace`` ("BGR", "RGB", "HSV" or "Lab", OpenCV's uint8
     ranges: H 0..179, wrapping around; S, V, L, a, b 0..255). The image is converted there, shifted
     (saturating) and converted back. A grayscale image is shifted as its 3-channel twin and converted
-    back to gray. Not random: unchanged.
+    back to gray. A float image (after a ``colorspace`` step with ``mul0``, as in PicPac v2) gets the values
+    added to its channels as they stand, unrounded and unclipped. Not random: unchanged.
     """
 
     values: float | tuple[float, float, float] = (0, 0, 0)
@@ -247,7 +248,12 @@ class AddColor:
         deltas = self.draw(rng)
         if deltas is None:
             return sample
-        image = _uint8(sample.image, "AddColor")
+        image = sample.image
+        if image.dtype.kind == "f":  # PicPac v2's float arithmetic: added to the channels as they stand, unrounded
+            values = np.float32(deltas if _channels(image, "AddColor") == 3 else deltas[:1])
+            sample.image = (image + values.reshape((1,) * (image.ndim - 1) + (-1,))).astype(image.dtype, copy=False)
+            return sample
+        image = _uint8(image, "AddColor")
         gray = _channels(image, "AddColor") == 1
         order = _order(sample)
         colour = cv2.cvtColor(_gray(image, order), _FROM[order]["GRAY"]) if gray else image

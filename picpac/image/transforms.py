@@ -446,6 +446,8 @@ def convert(image: np.ndarray, channel_first: bool, dtype: np.dtype, mean: np.nd
             image -= mean
         if std is not None:
             image /= std
+    if dtype == np.uint8 and image.dtype.kind == "f":  # OpenCV's saturate_cast: nearest, clipped (no wrap-around)
+        image = np.clip(np.rint(image), 0, 255)
     if channel_first:
         image = image.transpose(2, 0, 1)
     return np.ascontiguousarray(image, dtype=dtype)

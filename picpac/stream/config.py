@@ -394,6 +394,7 @@ class Output:
     min_box_area: float = key(1.0, _float)
     max_boxes: int = key(0, _int(0, MAX_CLASSES))
     dump: int = key(0, _int(0, MAX_BATCH))
+    v2: bool | None = key(None, _optional_bool)
 
 
 GROUPS = {"order": Order, "parallelism": Parallelism, "split": Split, "remote": Remote, "decode": Decode,

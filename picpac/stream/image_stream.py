@@ -8,7 +8,7 @@ import warnings
 import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import cv2
 import numpy as np
@@ -27,12 +27,24 @@ from .config import StreamConfig
 from .device_job import DeviceJob
 from .fused_job import FusedSampleJob, fused_reason
 from .job import Job, Pool, capacity, default_workers
+from .legacy import is_v2
 from .position import Keys, Position, load_state_dict, state_dict
 from .processor import Processor
 from .sample_job import Profile, SampleJob
 from .workers import Choice, choose
 
-Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad)
+Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad); PicPac v2: a list
+
+
+class Meta(NamedTuple):
+    """The first item of a PicPac v2 batch (``v2=True``): each sample's record id and label, and the raw fields."""
+
+    ids: np.ndarray
+    """int32 (B,): the records."""
+    labels: np.ndarray
+    """float32 (B,)."""
+    raw: list
+    """One list of B bytes per field of the config key ``raw``."""
 SHAPE_KEYS = "resize_width/resize_height, crop_width/crop_height, or batch=1"
 KEEP = 2
 """backend='process': a batch's images are overwritten only once KEEP more batches were asked for."""
@@ -313,6 +325,8 @@ class _Pipeline:
         labels = self.pool.labels[positions].astype(np.float32)
         records = self.pool.records[positions]
         targets = self.processor.targets(list(targets), labels, records, list(dense), made)
+        if self.config.output.v2:
+            return self._v2_batch(images, targets, records, labels, pad)
         if self.stats["batches"] < self.config.output.dump:
             # the device stage's tensors read back to the host (duck-typed: the stream layer imports no torch)
             host = tuple(a.cpu().numpy() if hasattr(a, "cpu") else a for a in (images, *targets))
@@ -320,6 +334,25 @@ class _Pipeline:
         self.stats["samples"] += len(images)
         self.stats["batches"] += 1
         return (images, *targets, int(pad))
+
+    def _v2_batch(self, images: Any, targets: tuple, records: np.ndarray, labels: np.ndarray, pad: int) -> list:
+        """PicPac v2's batch: ``[Meta(ids, labels, raw), images, *facets]``, a final batch cut to its samples (v2
+        pads none): ids the records, labels float32 and raw each raw field's list of bytes in the meta; the
+        facets the task's arrays after the label (masks; boxes and counts) and the dense targets."""
+        n = len(images) - pad
+        raws = len(self.config.decode.raw)
+        facets, raw = (targets[:len(targets) - raws], targets[len(targets) - raws:]) if raws else (targets, ())
+        task = self.config.output.task
+        if task == "classify":
+            facets = facets[1:]  # the labels: v2 gives them in the meta
+        elif task == "segment" and not self.config.output.onehot:  # v2's label facet: the rasterizer's dtype
+            facets = (facets[0].astype(self.processor.rasterize.dtype), *facets[1:])
+        if self.stats["batches"] < self.config.output.dump:
+            _dump(self.stats["batches"], (images, *facets), self.processor)
+        self.stats["samples"] += n
+        self.stats["batches"] += 1
+        meta = Meta(records[:n].astype(np.int32), labels[:n], [list(r[:n]) for r in raw])
+        return [meta, images[:n], *(f[:n] for f in facets)]
 
     def order(self) -> tuple[Keys, int | None]:
         """The keys of the next iteration: the endless stream from its position, or the next pass (this
@@ -418,6 +451,8 @@ class ImageStream:
         if isinstance(path, Mapping):
             keys = {**path, **keys}
             path = None
+            if is_v2(keys):  # PicPac v2's batches, and its defaults: NHWC uint8 (docs/stream.md, "PicPac v2")
+                keys = {"order": "NHWC", "dtype": "uint8", **keys, "v2": True}
         if path is None:
             path = keys.pop("db", None)
         if path is None:

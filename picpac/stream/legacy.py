@@ -188,6 +188,18 @@ def translate(config: Mapping[str, Any]) -> dict[str, Any]:
     return given
 
 
+def is_v2(given: Mapping[str, Any]) -> bool:
+    """Whether a PicPac dict config (``ImageStream({"db": ...})``) is written in PicPac v2's vocabulary, whose
+    batches are ``[meta, images, ...]``: ``images``, ``annotate`` as v2 writes it (a list of field numbers, or
+    True), or ``transforms`` as v2's dicts (``{"type": "resize", ...}``). The key ``v2`` says it outright."""
+    if given.get("v2") is not None:
+        return bool(given["v2"])
+    annotate = given.get("annotate")
+    transforms = given.get("transforms")
+    return "images" in given or annotate is True or isinstance(annotate, (list, tuple)) or \
+        isinstance(transforms, (list, tuple)) and any(isinstance(t, Mapping) for t in transforms)
+
+
 LEGACY_KEYS = ("threads", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
                *NO_OPS, *RENAMED)
 """Every PicPac key that translate() turns into another (for typo suggestions)."""
