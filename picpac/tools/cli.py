@@ -225,8 +225,36 @@ def export_command(store: str, db: str, dst: str, overwrite: bool) -> None:
     click.echo(report.summary())
 
 
+PICPAC_IMPORT_OPTIONS = {
+    "--max": "PicPac's --max N shrank each image so that its shorter side was at most N; picpac keeps the images "
+             "as they are and sizes them when it streams them (resize_shorter=N), or shrinks the longer side at "
+             "import: picpac-import ... --max-size N, or picpac downsize DB OUT --max-size N",
+    "--resize": "PicPac's --resize N stored N x N images; picpac keeps the images as they are and resizes them "
+                "when it streams them: ImageStream(DB, resize_width=N, resize_height=N)",
+    "--encode": "PicPac's --encode EXT re-encoded every image; picpac stores the original bytes, and re-encodes "
+                "only what it shrinks: picpac downsize DB OUT --max-size N [--quality Q]",
+    "--compact": "PicPac's --compact wrote records without its 4 KiB padding; picpac never pads records, so "
+                 "leave it out (picpac compact DB reclaims what older commits left)",
+}
+"""PicPac's picpac-import options that picpac does not take, each with what to run instead."""
+
+
+def _picpac_import_options(f):
+    """PicPac's options of picpac-import that have no meaning here, refused with the replacement (hidden)."""
+    def refuse(ctx: click.Context, param: click.Parameter, value: object) -> None:
+        if value not in (None, False):
+            given = param.opts[0] if value is True else f"{param.opts[0]} {value}"
+            raise click.UsageError(f"{given} is not supported: {PICPAC_IMPORT_OPTIONS[param.opts[0]]}", ctx)
+
+    for name in reversed(PICPAC_IMPORT_OPTIONS):
+        kind = {"is_flag": True} if name == "--compact" else {"default": None}
+        f = click.option(name, hidden=True, expose_value=False, callback=refuse, is_eager=True, **kind)(f)
+    return f
+
+
 @click.command(cls=_Command, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="picpac-import", message=_version_message())
+@_picpac_import_options
 @_import_command("list")
 def picpac_import(**options) -> None:
     """Import SRC into the picpac database DB: PicPac's `picpac-import -f N SRC DB`, with the options and

@@ -142,3 +142,19 @@ def test_a_list_of_existing_mask_files_is_a_mask_list(images):
     done = run_console("picpac", "import", "flat/masks.txt", "db.picpac", cwd=tmp)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith(f"imported 1 records from masklist {tmp / 'flat' / 'masks.txt'} into db.picpac (")
+
+
+@pytest.mark.parametrize("option, replacement", [
+    (["--max", "256"], "--max 256 is not supported: PicPac's --max N shrank each image so that its shorter side was "
+                       "at most N; picpac keeps the images as they are and sizes them when it streams them "
+                       "(resize_shorter=N)"),
+    (["--resize", "224"], "resize_width=N, resize_height=N"),
+    (["--encode", ".jpg"], "picpac downsize DB OUT --max-size N [--quality Q]"),
+    (["--compact"], "picpac never pads records, so leave it out"),
+])
+def test_picpacs_import_options_are_refused_with_what_to_run_instead(images, tmp_path, option, replacement):
+    src, _ = images
+    out = run_console("picpac-import", "-f", "0", *option, str(src / "flat"), str(tmp_path / "x.picpac"), cwd=tmp_path)
+    assert out.returncode == 2 and replacement in " ".join(out.stderr.split()) and not (tmp_path / "x.picpac").exists()
+    shown = run_console("picpac-import", "--help", cwd=tmp_path).stdout.split()
+    assert option[0] not in shown  # hidden: not picpac's own
