@@ -260,11 +260,18 @@ def dumps(dp: Any, fmt: str | None = None) -> bytes:
     return pack(encode(dp, check_format(fmt)))
 
 
-def loads(blob: Any, expect: str | None = None) -> Any:
-    """The datapoint of a value made by :func:`dumps`; a tensorpack value (msgpack, no picpac head) is read
-    too when the ``msgpack`` package is installed."""
+def loads(blob: Any, expect: str | None = None, *, unpickle: bool = False) -> Any:
+    """The datapoint of a value made by :func:`dumps`; a tensorpack value (no picpac head) is read too: a pickle,
+    which tensorpack writes since 0.10, only with ``unpickle`` (unpickling runs code: for files you trust), and
+    msgpack, its default before, when the ``msgpack`` package is installed."""
     b = memoryview(blob).cast("B")
     if bytes(b[:4]) != MAGIC:
+        if len(b) > 2 and b[0] == 0x80 and 2 <= b[1] <= 5:  # pickle's PROTO opcode, protocols 2 to 5
+            if not unpickle:
+                raise WireFormatError("a stored value is a pickle, as tensorpack's LMDBSerializer writes them since "
+                                      "0.10; unpickling runs code, so it is refused unless asked for: "
+                                      "LMDBSerializer.load(path, unpickle=True) for a file you trust")
+            return pickle.loads(b)
         return _loads_tensorpack(b)
     kind, value = decode(unpack(b), expect)
     if kind == ERROR:
@@ -273,7 +280,8 @@ def loads(blob: Any, expect: str | None = None) -> Any:
 
 
 def _loads_tensorpack(b: memoryview) -> Any:
-    """tensorpack's default serialisation: msgpack with msgpack-numpy's array encoding."""
+    """tensorpack's msgpack serialisation (its default before 0.9; TENSORPACK_SERIALIZE=msgpack), with
+    msgpack-numpy's array encoding."""
     try:
         import msgpack
     except ImportError:

@@ -286,15 +286,16 @@ class LMDBDataDecoder(MapData):
 
 
 class LMDBDataPoint(MapData):
-    """The datapoints an :class:`LMDBSerializer` stored (values deserialised by their recorded format)."""
+    """The datapoints an :class:`LMDBSerializer` stored (values deserialised by their recorded format);
+    ``unpickle=True`` reads tensorpack's pickled values too (for a file you trust)."""
 
-    def __init__(self, *args: Any, **kwargs: Any):
+    def __init__(self, *args: Any, unpickle: bool = False, **kwargs: Any):
         ds = args[0] if args and isinstance(args[0], LMDBData) else LMDBData(*args, **kwargs)
-        super().__init__(ds, _value)
+        super().__init__(ds, partial(_value, unpickle=unpickle))
 
 
-def _value(dp: list) -> Any:
-    return codec.loads(dp[1])
+def _value(dp: list, unpickle: bool = False) -> Any:
+    return codec.loads(dp[1], unpickle=unpickle)
 
 
 # -- Caffe LMDB ----------------------------------------------------------------------------------------

@@ -180,10 +180,13 @@ class LMDBSerializer:
         return count
 
     @staticmethod
-    def load(path: str | os.PathLike, shuffle: bool = True, *, seed: int | None = None) -> LMDBDataPoint:
+    def load(path: str | os.PathLike, shuffle: bool = True, *, seed: int | None = None,
+             unpickle: bool = False) -> LMDBDataPoint:
         """Deserialisation runs in the consumer; to run it on workers, map ``LMDBData`` with
-        ``codec.loads`` in a parallel map."""
-        return LMDBDataPoint(LMDBData(path, shuffle=shuffle, seed=seed))
+        ``codec.loads`` in a parallel map. A file tensorpack's own ``LMDBSerializer.save`` wrote holds pickles
+        (since tensorpack 0.10): read with ``unpickle=True`` only where the file is trusted (unpickling runs
+        code); without it, its first datapoint is a WireFormatError that says so."""
+        return LMDBDataPoint(LMDBData(path, shuffle=shuffle, seed=seed), unpickle=unpickle)
 
 
 # -- NumPy ---------------------------------------------------------------------------------------------
