@@ -172,6 +172,11 @@ class BaseReader(IndexedReader):
     index: np.ndarray
     downloads = False
 
+    @property
+    def file_size(self) -> int:
+        """Bytes of the file (local or remote) when it was opened."""
+        return self._size
+
     def _load(self, state: HeaderState, size: int) -> None:
         """Take the committed ``state`` of a file of ``size`` bytes whose ``metadata`` and ``index`` are loaded."""
         self.header = state

@@ -18,7 +18,9 @@ from typing import Any
 from ..engine.child import ForkedChild
 from ..errors import FileIOError, FormatError, PathExistsError, PicPacValueError
 from ..file import durable
-from ..file.reader import Reader, Record, RecordReader
+from ..file.reader import Record, RecordReader
+from ..file.remote import RemoteOptions
+from ..file.shards import open_database
 from ..file.writer import Writer
 from .base import KINDS, StoreReader, StoreWriter, corrupt_error, free_space, output_errors, require_package
 from .binary import BinaryReader, BinaryWriter, index_path
@@ -172,11 +174,12 @@ class _SentProgress:
             self._count, self._last = 0, time.monotonic()
 
 
-def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None) -> int:
+def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None,
+                     remote: RemoteOptions | None = None) -> int:
     """:func:`_export` in a child process. Its death is a FileIOError naming ``dst`` (libhdf5 dies of
     SIGSEGV when a write fails on a full disk), and the temporary files it left are removed."""
     _preload(kind)
-    child = ForkedChild(lambda send: _export(db, dst, kind, send=send), dst, f"writing this {kind} store",
+    child = ForkedChild(lambda send: _export(db, dst, kind, send=send, remote=remote), dst, f"writing this {kind} store",
                         _LIBRARY.get(kind, kind), STALL_SECONDS, fault=FileIOError, hint=partial(free_space, dst),
                         suspect=_STUCK)
     bar, count = None, 0
@@ -263,10 +266,10 @@ def _write_errors(kind: str) -> tuple[type[BaseException], ...]:
 
 
 def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None = None, *,
-            send: Callable[..., None] | None = None) -> int:
-    """Copy database ``db`` into the new store ``dst``; the number of records. With ``send`` (in the child
-    of :func:`_export_in_child`) the count and the progress go to the parent."""
-    with Reader(db) as reader:
+            send: Callable[..., None] | None = None, remote: RemoteOptions | None = None) -> int:
+    """Copy database ``db`` (a file, a URL, or shards) into the new store ``dst``; the number of records. With
+    ``send`` (in the child of :func:`_export_in_child`) the count and the progress go to the parent."""
+    with open_database(db, remote=remote) as reader:
         if send is not None:
             send(_HEAD, json.dumps({"count": len(reader)}).encode())
             progress = partial(_SentProgress, send)
@@ -279,8 +282,9 @@ def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None 
 
 
 def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                 progress: Callable[[int], Any] | None = None) -> ConvertReport:
-    """Copy every record of picpac database ``db`` (and its metadata) into a new ``kind`` store ``dst``.
+                 progress: Callable[[int], Any] | None = None, remote: RemoteOptions | None = None) -> ConvertReport:
+    """Copy every record of picpac database ``db`` (and its metadata) into a new ``kind`` store ``dst``; ``db``
+    may be a URL (read with ``remote``'s options) or a dataset of shards, as ImageStream takes.
 
     ``progress(total)`` may return a progress bar (``.update(1)`` per record, ``.close()``), e.g.
     ``lambda total: tqdm(total=total)``. ``dst`` appears only when the copy is complete. A write that
@@ -290,12 +294,13 @@ def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, ov
     db, dst = os.fspath(db), os.fspath(dst)
     _kind(kind)
     _check_target(dst, overwrite)
+    with open_database(db, remote=remote) as reader:  # a missing or damaged database is named before a child
+        size = sum(shard.file_size for shard in getattr(reader, "shards", [reader]))
     if kind in CHILD_WRITES:
-        Reader(db).close()  # a missing or damaged database is named before a child starts
-        count = _export_in_child(db, dst, kind, progress)
+        count = _export_in_child(db, dst, kind, progress, remote)
     else:
-        count = _export(db, dst, kind, progress)
-    return ConvertReport("exported", count, db, os.path.getsize(db), f"{kind} {dst}", store_size(dst, kind),
+        count = _export(db, dst, kind, progress, remote=remote)
+    return ConvertReport("exported", count, db, size, f"{kind} {dst}", store_size(dst, kind),
                          time.perf_counter() - start)
 
 

@@ -12,7 +12,8 @@ from typing import Any
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..file.layout import MAX_FIELDS
-from ..file.remote import BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MAX_TIMEOUT, MIN_BLOCK, RETRIES
+from ..file.remote import (BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MAX_TIMEOUT, MIN_BLOCK, REMOTE_TIMEOUT, RETRIES,
+                           RemoteOptions)
 from ..file.sizes import parse_size
 from ..image.decoding import MAX_PIXELS, MAX_SIDE
 from .legacy import LEGACY_KEYS, translate
@@ -460,6 +461,13 @@ class StreamConfig(Mapping):
 
     def __len__(self) -> int:
         return len(KEYS)
+
+    def remote_options(self) -> RemoteOptions:
+        """How files on object storage are read: the ``remote`` keys, and ``timeout`` bounding each request."""
+        r, timeout = self.remote, self.parallelism.timeout
+        return RemoteOptions(cache_dir=r.cache_dir, cache_limit=r.cache_limit, block_size=r.remote_block_size,
+                             retries=r.remote_retries, storage_options=r.storage_options or {},
+                             timeout=timeout or REMOTE_TIMEOUT)
 
     def to_dict(self) -> dict[str, Any]:
         """Every key by its flat name."""

@@ -19,7 +19,6 @@ from ..engine.process_executor import ProcessExecutor
 from ..engine.processes import pack_recipe
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
 from ..file.reader import IndexedReader, RecordReader
-from ..file.remote import REMOTE_TIMEOUT, RemoteOptions
 from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_job import BatchJob, batch_plan
@@ -72,10 +71,7 @@ class _Pipeline:
         self._readers: list[IndexedReader] = []  # one file, local or remote, or a dataset of shards
         self.config = c = config
         p = c.parallelism
-        self.remote = RemoteOptions(cache_dir=c.remote.cache_dir, cache_limit=c.remote.cache_limit,
-                                    block_size=c.remote.remote_block_size, retries=c.remote.remote_retries,
-                                    storage_options=c.remote.storage_options or {},
-                                    timeout=p.timeout or REMOTE_TIMEOUT)
+        self.remote = c.remote_options()
         self._readers.append(open_database(path, remote=self.remote))
         self.executor: Executor | None = None
         try:

@@ -207,21 +207,42 @@ def _bar(desc: str):
     return lambda total: tqdm(total=total, desc=desc, unit="rec", disable=None)
 
 
+def _storage_options(f):
+    """``--storage-options JSON``: fsspec's options for a DB on object storage, as ImageStream's key of that name."""
+    def parse(ctx: click.Context, param: click.Parameter, value: str | None):
+        if value is None:
+            return None
+        from ..stream.config import StreamConfig
+        try:
+            options = json.loads(value)
+        except ValueError as exc:
+            raise click.BadParameter(f"not JSON ({exc}): e.g. '{{\"anon\": true}}'") from None
+        try:
+            return StreamConfig.from_dict({"storage_options": options}).remote_options()
+        except PicPacError as exc:
+            raise click.BadParameter(str(exc)) from None
+    return click.option("--storage-options", "remote", default=None, metavar="JSON", callback=parse,
+                        help="fsspec's options for a DB on object storage (s3://, gs://, https://), as JSON: "
+                             "credentials, endpoint_url, anon ...; the environment's by default.")(f)
+
+
 @main.command("export", cls=_Command)
 @click.option("--to", "store", type=click.Choice(STORE_KINDS), required=True,
               help=f"Storage format of DST ({docs_hint('stores')}).")
 @click.argument("db", type=click.Path())
 @click.argument("dst", type=click.Path())
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists [default: refuse, leaving DST as it is].")
-def export_command(store: str, db: str, dst: str, overwrite: bool) -> None:
-    """Copy every record of the picpac database DB into DST in another storage format.
+@_storage_options
+def export_command(store: str, db: str, dst: str, overwrite: bool, remote) -> None:
+    """Copy every record of the picpac database DB into DST in another storage format. DB may be a URL
+    (s3://, gs://, https://), several files, a glob or a .shards index, as a stream takes.
 
     A tar is WebDataset's layout: the image as KEY.jpg, KEY.png, ... by its type, the label as KEY.cls.
     """
     from ..stores import export_store, index_path
 
     with _no_temps_left(dst, *([index_path(dst)] if store == "binary" else [])):
-        report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"))
+        report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"), remote=remote)
     click.echo(report.summary())
 
 
@@ -265,14 +286,15 @@ def picpac_import(**options) -> None:
 @main.command("info", cls=_Command)
 @click.argument("db", nargs=-1, required=True, type=click.Path())  # a directory: the Reader's "error:" line
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def info_command(db: tuple[str, ...], as_json: bool) -> None:
-    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes. DB may be several
-    files, a glob or a .shards index: each shard is shown, then the totals."""
+@_storage_options
+def info_command(db: tuple[str, ...], as_json: bool, remote) -> None:
+    """Show what DB holds: records, bytes, fields, classes, label histogram, image sizes. DB may be a URL
+    (s3://, gs://, https://), several files, a glob or a .shards index: each shard is shown, then the totals."""
     from ..file.shards import resolve
     from .info import describe, format_description
 
-    paths = resolve(list(db)) if len(db) > 1 else resolve(db[0])
-    descriptions = [describe(path) for path in paths]
+    paths = resolve(list(db), remote) if len(db) > 1 else resolve(db[0], remote)
+    descriptions = [describe(path, remote=remote) for path in paths]
     if len(descriptions) == 1:
         click.echo(json.dumps(descriptions[0], indent=2) if as_json else format_description(descriptions[0]))
         return
@@ -290,14 +312,15 @@ def info_command(db: tuple[str, ...], as_json: bool) -> None:
 @main.command("verify", cls=_Command)
 @click.argument("db", nargs=-1, required=True, type=click.Path())  # a directory: the Reader's "error:" line
 @click.option("--decode", is_flag=True, help="Also decode every image (and mask) field.")
-def verify_command(db: tuple[str, ...], decode: bool) -> None:
-    """Check every checksum of DB; exit 1 naming each damaged record. DB may be several files, a glob or a
-    .shards index: each shard is checked, then the totals."""
+@_storage_options
+def verify_command(db: tuple[str, ...], decode: bool, remote) -> None:
+    """Check every checksum of DB; exit 1 naming each damaged record. DB may be a URL (s3://, gs://, https://),
+    several files, a glob or a .shards index: each shard is checked, then the totals."""
     from ..file.shards import resolve
     from .verify import verify
 
-    paths = resolve(list(db)) if len(db) > 1 else resolve(db[0])
-    reports = [verify(path, decode=decode) for path in paths]
+    paths = resolve(list(db), remote) if len(db) > 1 else resolve(db[0], remote)
+    reports = [verify(path, decode=decode, remote=remote) for path in paths]
     for report in reports:
         for problem in report.problems:
             click.echo(problem, err=True)

@@ -23,11 +23,11 @@ import yaml
 
 from ..errors import PathExistsError, PicPacValueError
 from ..file import durable
-from ..file.reader import Reader
+from ..file.shards import open_database
 from ..image.shapes import KINDS, Shapes
 from ..image.transforms import Sample
 from ..stores.base import output_errors
-from ..stream.config import StreamConfig
+from ..stream.config import GROUP_OF, StreamConfig
 from ..stream.processor import Processor
 from ..stream.image_stream import ImageStream
 from .bench import parse_settings
@@ -112,7 +112,9 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
     config.pop("db", None)
     if seed is not None:
         config["seed"] = seed
-    with Reader(db, check=False) as reader:
+    remote = StreamConfig.from_dict({k: v for k, v in config.items()
+                                     if GROUP_OF.get(k) == "remote" or k == "timeout"}).remote_options()
+    with open_database(db, check=False, remote=remote) as reader:  # a file, a URL or shards, as the stream takes
         fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
     if annotations and not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
         config["annotate"] = "any"

@@ -16,7 +16,9 @@ import numpy as np
 from .. import image
 from ..errors import CorruptRecordError
 from ..file.layout import NO_GROUP, VERSION
-from ..file.reader import Reader
+from ..file.reader import IndexedReader
+from ..file.remote import RemoteOptions
+from ..file.shards import open_file
 
 MAX_LABEL_LINES = 20
 HISTOGRAM_BINS = 10
@@ -25,11 +27,12 @@ _SHAPE_SOURCES = ("coco", "yolo", "yolo-seg")
 _CLASSES_OF = {"labels": "", "shapes": "the annotation shapes' labels", "masks": "the mask pixel values"}
 
 
-def describe(path: str | os.PathLike, *, sample: int | None = None) -> dict[str, Any]:
-    """A JSON-serialisable description of the database at ``path``. The record part (image sizes,
-    annotation shapes, unreadable records) reads every record, or ``sample`` evenly spaced ones when the
-    database has more (``scanned`` says how many)."""
-    with Reader(path, check=False) as reader:
+def describe(path: str | os.PathLike, *, sample: int | None = None, remote: RemoteOptions | None = None
+             ) -> dict[str, Any]:
+    """A JSON-serialisable description of the database at ``path`` (a file, or a URL read with ``remote``'s
+    options). The record part (image sizes, annotation shapes, unreadable records) reads every record, or
+    ``sample`` evenly spaced ones when the database has more (``scanned`` says how many)."""
+    with open_file(os.fspath(path), check=False, remote=remote) as reader:
         metadata = reader.metadata
         classes_of = what_classes_name(metadata.get("source"))
         n = len(reader)
@@ -40,7 +43,7 @@ def describe(path: str | os.PathLike, *, sample: int | None = None) -> dict[str,
             "path": reader.path,
             "version": VERSION,  # Reader opens only files of exactly this version
             "records": len(reader),
-            "file_bytes": os.path.getsize(reader.path),
+            "file_bytes": reader.file_size,
             "data_bytes": int(reader.index["size"].sum()),
             "fields": reader.fields,
             "arrays": metadata.get("arrays"),
@@ -102,7 +105,7 @@ def _group_stats(groups: np.ndarray) -> dict[str, int]:
     return {"records": len(grouped), "distinct": len(np.unique(grouped))}
 
 
-def _record_stats(reader: Reader, records: np.ndarray, shape_classes: list[str]
+def _record_stats(reader: IndexedReader, records: np.ndarray, shape_classes: list[str]
                   ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """Width/height/channel statistics from the importer's record meta of ``records``, and the annotation
     shapes' counts (None when none of them has an ``annotation`` field)."""

@@ -18,7 +18,9 @@ from tqdm import tqdm
 from .. import image
 from ..errors import CorruptRecordError, FormatError, ImageTooLargeError, PicPacValueError
 from ..file.layout import HEADER_SIZE
-from ..file.reader import Reader
+from ..file.reader import IndexedReader
+from ..file.remote import RemoteOptions
+from ..file.shards import open_file
 
 DECODED_FIELDS = ("image", "mask")
 
@@ -51,8 +53,10 @@ class VerifyReport:
 
 
 def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[str] | None = None,
-           progress: bool | None = None, max_pixels: int | None = image.MAX_PIXELS) -> VerifyReport:
-    """Check the database at ``path`` and report every problem found.
+           progress: bool | None = None, max_pixels: int | None = image.MAX_PIXELS,
+           remote: RemoteOptions | None = None) -> VerifyReport:
+    """Check the database at ``path`` (a file, or a URL read with ``remote``'s options) and report every problem
+    found.
 
     With ``decode=True`` every ``image`` and ``mask`` field (or the fields named in ``fields``) is
     decoded with OpenCV (a field declared as an array, metadata ``arrays``, is checked for its size
@@ -60,11 +64,11 @@ def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[st
     without decoding it. ``progress`` shows a tqdm bar (None: only on a terminal). Raises
     PicPacError when the database cannot be opened at all.
     """
-    with _open(path) as reader:
+    with _open(path, remote) as reader:
         state = reader.header
         names = _decoded_fields(reader, fields) if decode else []
         report = VerifyReport(reader.path, len(reader), decode)
-        beyond = os.path.getsize(reader.path) - state.current.end
+        beyond = reader.file_size - state.current.end
         after = (f"{beyond} bytes follow that commit, which a newer commit may list: `picpac repair` "
                  "recovers its records" if beyond else "the next append rewrites the damaged slot")
         report.problems += [f"header: commit slot {s} is damaged (fails its checksum); the database reads "
@@ -77,13 +81,13 @@ def verify(path: str | os.PathLike, *, decode: bool = False, fields: Sequence[st
     return report
 
 
-def _open(path: str | os.PathLike) -> Reader:
+def _open(path: str | os.PathLike, remote: RemoteOptions | None) -> IndexedReader:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # the damaged-slot warning: reported as a problem
-        return Reader(path, check=True)
+        return open_file(os.fspath(path), check=True, remote=remote)
 
 
-def _decoded_fields(reader: Reader, fields: Sequence[str] | None) -> list[str]:
+def _decoded_fields(reader: IndexedReader, fields: Sequence[str] | None) -> list[str]:
     if fields is None:
         return [name for name in DECODED_FIELDS if name in reader.fields]
     missing = [name for name in fields if name not in reader.fields]
@@ -109,7 +113,7 @@ def _index_problems(index: np.ndarray, data_end: int) -> list[str]:
     return problems
 
 
-def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport, max_pixels: int | None) -> None:
+def _check_record(reader: IndexedReader, i: int, names: list[str], report: VerifyReport, max_pixels: int | None) -> None:
     try:
         record = reader.read(i, check=True)
     except CorruptRecordError as exc:
@@ -131,7 +135,7 @@ def _check_record(reader: Reader, i: int, names: list[str], report: VerifyReport
     report.problems += [f"record {i}{_meta_path(reader, i)}: {why}" for why in wrong]
 
 
-def _arrays(reader: Reader) -> dict:
+def _arrays(reader: IndexedReader) -> dict:
     """The declared array fields (checked for their size instead of decoded); {} when the declaration is bad."""
     try:
         return reader.arrays
@@ -139,7 +143,7 @@ def _arrays(reader: Reader) -> dict:
         return {}
 
 
-def _meta_path(reader: Reader, i: int) -> str:
+def _meta_path(reader: IndexedReader, i: int) -> str:
     """' (PATH)' from record i's meta "path" when the record parses that far, else ''."""
     try:
         meta = reader.read(i, check=False).meta

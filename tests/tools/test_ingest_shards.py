@@ -116,8 +116,10 @@ def test_a_picpac_name_with_shard_size_puts_the_index_beside_it(images):
 def test_a_shard_index_given_as_a_database_is_named_as_one(images):
     assert run_console("picpac", "import", "src", "t.shards", "--shard-size", "3KB", cwd=images).returncode == 0
     (images / "old.picpac").write_bytes((images / "t.shards").read_bytes())  # as an older import named it
-    for command in (("info", "old.picpac"), ("verify", "old.picpac"), ("dump", "t.shards", "out")):
+    for command in (("info", "old.picpac"), ("verify", "old.picpac"), ("dump", "old.picpac", "out")):
         done = run_console("picpac", *command, cwd=images)
         assert done.returncode != 0 and f"{command[1]}: this is a picpac shard index" in done.stderr, done.stderr
+    dumped = run_console("picpac", "dump", "t.shards", "out", cwd=images)  # named as an index, it is one: read
+    assert dumped.returncode == 0 and dumped.stdout.startswith("dumped 16 samples of t.shards"), dumped.stderr
     with pytest.raises(FormatError, match=r"old\.picpac: this is a picpac shard index .* ImageStream"):
         ImageStream(str(images / "old.picpac"))
