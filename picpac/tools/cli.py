@@ -561,14 +561,16 @@ def dump_command(db: str, out_dir: str, config: tuple[str, ...], count: int, see
 
 
 @main.command("explore", cls=_Command)
-@click.argument("db", type=click.Path(dir_okay=False))
+@click.argument("db", type=click.Path())
 @click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True,
               help="Port to listen on; 0 picks a free one (the URL printed says which).")
 @click.option("--host", default="127.0.0.1", show_default=True,
               help="Address to listen on. Another than loopback lets anyone who reaches it see the data (a warning).")
 @click.option("--no-browser", is_flag=True, help="Do not open a web browser on the URL.")
-def explore_command(db: str, port: int, host: str, no_browser: bool) -> None:
-    """Browse DB in a local web app: overview, filtered thumbnail grid, records, live augmentation.
+@_storage_options
+def explore_command(db: str, port: int, host: str, no_browser: bool, remote) -> None:
+    """Browse DB in a local web app: overview, filtered thumbnail grid, records, live augmentation. DB may be a
+    URL (s3://, gs://, https://) or a .shards index, as a stream takes.
 
     Read-only; serves nothing but DB. Needs `pip install picpac[explore]` (starlette, uvicorn, jinja2).
     """
@@ -578,7 +580,7 @@ def explore_command(db: str, port: int, host: str, no_browser: bool) -> None:
     except ImportError as exc:
         raise click.ClickException(f"picpac explore needs {exc.name}: pip install 'picpac[explore]'") from None
     serve(db, host, port, open_browser=not no_browser, echo=lambda line: click.echo(line),
-          warn=lambda line: click.echo(line, err=True))
+          warn=lambda line: click.echo(line, err=True), remote=remote)
 
 
 @main.command("bench", cls=_Command)

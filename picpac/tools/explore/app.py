@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from ...errors import CorruptRecordError, PicPacError
 from ...file.layout import NO_GROUP
+from ...file.remote import RemoteOptions
 from ...image.headers import image_size
 from .. import info as info_module
 from .augment import DEFAULT_CONFIG, MAX_SECONDS, Augmenter, RunFailed, RunStopped
@@ -64,12 +65,14 @@ class _SecurityHeaders:
 class Explorer:
     """The state one server shares: the database's index, the caches, the augmenter."""
 
-    def __init__(self, path: str | os.PathLike, augment_seconds: float = MAX_SECONDS):
-        self.index = DbIndex(os.fspath(path))
+    def __init__(self, path: str | os.PathLike, augment_seconds: float = MAX_SECONDS,
+                 remote: RemoteOptions | None = None):
+        self.index = DbIndex(os.fspath(path), remote)
         self.reader = self.index.reader
         self.name = os.path.basename(self.reader.path)
         self.thumbs = LRUBytes()
-        self.augmenter = Augmenter(self.reader.path, lambda: self.sizes()["sizes"], augment_seconds)
+        storage = {"storage_options": remote.storage_options} if remote is not None else {}
+        self.augmenter = Augmenter(self.reader.path, lambda: self.sizes()["sizes"], augment_seconds, storage)
         self._overview: dict[str, Any] | None = None
         self._sizes: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -108,10 +111,11 @@ def _label_text(value: float) -> str:
 
 
 def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None,
-              augment_seconds: float = MAX_SECONDS) -> Starlette:
-    """The explorer's ASGI app for the database at ``path``; ``allowed_hosts``: the Host headers it answers
-    (a guard against DNS rebinding; None: any); ``augment_seconds``: an augmentation run's time limit."""
-    ex = Explorer(path, augment_seconds)
+              augment_seconds: float = MAX_SECONDS, remote: RemoteOptions | None = None) -> Starlette:
+    """The explorer's ASGI app for the database at ``path`` (a file, a URL read with ``remote``'s options, or
+    shards); ``allowed_hosts``: the Host headers it answers (a guard against DNS rebinding; None: any);
+    ``augment_seconds``: an augmentation run's time limit."""
+    ex = Explorer(path, augment_seconds, remote)
 
     def home(request: Request) -> Response:
         q = request.query_params

@@ -228,8 +228,11 @@ class Augmenter:
     keeps the PNGs of recent runs (bounded). ``sizes``: the database's image sizes (a sample), for the
     estimate of a run's cost; ``seconds``: a run's time limit."""
 
-    def __init__(self, path: str, sizes: Callable[[], list[tuple[int, int]]], seconds: float = MAX_SECONDS):
+    def __init__(self, path: str, sizes: Callable[[], list[tuple[int, int]]], seconds: float = MAX_SECONDS,
+                 keys: dict[str, Any] | None = None):
         self.path, self.sizes, self.seconds = path, sizes, seconds
+        self.keys = keys or {}
+        """Stream keys every run takes, whatever a page asks (how to read a database on object storage)."""
         self.cache = LRUBytes(MAX_OUTPUT_BYTES)
         self.started = 0
         """The run processes started so far."""
@@ -266,7 +269,7 @@ class Augmenter:
         process = subprocess.Popen([sys.executable, "-c", f"from {__name__} import child; child()"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.started += 1
-        message = pickle.dumps((self.path, config, MAX_RUN_BYTES, MAX_OUTPUT_BYTES))
+        message = pickle.dumps((self.path, {**config, **self.keys}, MAX_RUN_BYTES, MAX_OUTPUT_BYTES))
         answer = asyncio.ensure_future(asyncio.to_thread(exchange, process, message,
                                                          MAX_OUTPUT_BYTES + REPLY_MARGIN))
         try:

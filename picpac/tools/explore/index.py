@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ...errors import CorruptRecordError, PicPacValueError
-from ...file.reader import Reader
+from ...file.remote import RemoteOptions
+from ...file.shards import open_database
 from ...sampling.folds import assign_folds
 
 MAX_SCAN = 20_000
@@ -94,8 +95,9 @@ def meta_matches(meta: Any, key: str, value: str) -> bool:
 class DbIndex:
     """The explorer's view of one database: the Reader, and cached selections of record ids."""
 
-    def __init__(self, path: str):
-        self.reader = Reader(path, check=False)
+    def __init__(self, path: str, remote: RemoteOptions | None = None):
+        self.remote = remote
+        self.reader = open_database(path, check=False, remote=remote)  # a file, a URL or shards
         self.labels = self.reader.labels
         self._lock = threading.Lock()
         self._folds: OrderedDict[tuple, np.ndarray] = OrderedDict()

@@ -23,7 +23,7 @@ def overview(index: Any, sizes: dict[str, Any]) -> dict[str, Any]:
     """What the overview page shows, computed once per server; ``sizes``: :func:`probe_sizes`'s."""
     reader = index.reader
     n = len(reader)
-    d = info.describe(reader.path, sample=None if n <= FULL_SCAN else SIZE_SAMPLE)
+    d = info.describe(reader.path, sample=None if n <= FULL_SCAN else SIZE_SAMPLE, remote=index.remote)
     d["probe"] = _size_histograms(sizes)
     return d
 

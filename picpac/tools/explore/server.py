@@ -9,6 +9,7 @@ import webbrowser
 from collections.abc import Callable
 
 from ...errors import PicPacError
+from ...file.remote import RemoteOptions
 
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "::1")
 
@@ -43,13 +44,15 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def serve(path: str | os.PathLike, host: str = "127.0.0.1", port: int = 8000, *, open_browser: bool = True,
-          echo: Callable[[str], None] = print, warn: Callable[[str], None] = print) -> None:
-    """Serve the explorer for ``path`` until interrupted."""
+          echo: Callable[[str], None] = print, warn: Callable[[str], None] = print,
+          remote: RemoteOptions | None = None) -> None:
+    """Serve the explorer for ``path`` (a file, a URL read with ``remote``'s options, or shards) until
+    interrupted."""
     import uvicorn
 
     from .app import build_app
 
-    app = build_app(path, allowed_hosts=allowed_hosts(host))
+    app = build_app(path, allowed_hosts=allowed_hosts(host), remote=remote)
     if not is_loopback(host):
         warn(f"warning: listening on {host}, not on loopback: anyone who can reach this address can see every "
              "image of the database (there is no login)")
