@@ -101,10 +101,11 @@ class IsolatedReader(RecordReader):
     store. ``len(r)``, ``r.metadata``, ``fields``, ``classes`` and iteration (a :class:`RecordReader`, not
     indexed); records come in batches of up to 8 MiB, ``stall`` is how long the child may take for one."""
 
-    def __init__(self, path: str | os.PathLike, kind: str, *, check: bool = True, stall: float = STALL_SECONDS):
+    def __init__(self, path: str | os.PathLike, kind: str, *, check: bool = True, stall: float = STALL_SECONDS,
+                 **options: Any):
         self.path, self.kind = os.fspath(path), _kind(kind)
         _preload(kind)
-        self._child = ForkedChild(partial(_send_records, self.path, kind, check), self.path,
+        self._child = ForkedChild(partial(_send_records, self.path, kind, check, options), self.path,
                                   f"reading this {kind} store", _LIBRARY.get(kind, kind), stall,
                                   hint=lambda: ": the store is damaged or truncated", suspect=_STUCK)
         try:
@@ -137,9 +138,9 @@ class IsolatedReader(RecordReader):
         self._child.close()
 
 
-def _send_records(path: str, kind: str, check: bool, send: Callable[..., None]) -> None:
+def _send_records(path: str, kind: str, check: bool, options: dict[str, Any], send: Callable[..., None]) -> None:
     """In the child: the store's head, then its records as PPR1 in batches."""
-    with open_reader(path, kind, check=check) as reader:
+    with open_reader(path, kind, check=check, **options) as reader:
         send(_HEAD, json.dumps({"count": len(reader), "metadata": reader.metadata}).encode())
         batch, size = [], 0
         for record in reader:
@@ -266,7 +267,8 @@ def _write_errors(kind: str) -> tuple[type[BaseException], ...]:
 
 
 def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None = None, *,
-            send: Callable[..., None] | None = None, remote: RemoteOptions | None = None) -> int:
+            send: Callable[..., None] | None = None, remote: RemoteOptions | None = None,
+            layout: str | None = None) -> int:
     """Copy database ``db`` (a file, a URL, or shards) into the new store ``dst``; the number of records. With
     ``send`` (in the child of :func:`_export_in_child`) the count and the progress go to the parent."""
     with open_database(db, remote=remote) as reader:
@@ -275,16 +277,18 @@ def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None 
             progress = partial(_SentProgress, send)
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
         # tar names the image member by its type unless a field has that name: it needs every name first
-        options = {"fields": reader.fields} if kind == "tar" else {}
+        options = {"fields": reader.fields} if kind == "tar" else {"layout": layout} if layout else {}
         with output_errors(dst, _write_errors(kind)), open_writer(dst, kind, metadata=metadata, **options) as writer:
             _copy(reader, writer, db, progress)
         return len(reader)
 
 
 def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, overwrite: bool = False,
-                 progress: Callable[[int], Any] | None = None, remote: RemoteOptions | None = None) -> ConvertReport:
+                 progress: Callable[[int], Any] | None = None, remote: RemoteOptions | None = None,
+                 layout: str | None = None) -> ConvertReport:
     """Copy every record of picpac database ``db`` (and its metadata) into a new ``kind`` store ``dst``; ``db``
-    may be a URL (read with ``remote``'s options) or a dataset of shards, as ImageStream takes.
+    may be a URL (read with ``remote``'s options) or a dataset of shards, as ImageStream takes. ``layout``
+    ``'tensorpack'`` (``kind='lmdb'``) writes what tensorpack's own LMDBSerializer.load reads.
 
     ``progress(total)`` may return a progress bar (``.update(1)`` per record, ``.close()``), e.g.
     ``lambda total: tqdm(total=total)``. ``dst`` appears only when the copy is complete. A write that
@@ -293,23 +297,26 @@ def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, ov
     start = time.perf_counter()
     db, dst = os.fspath(db), os.fspath(dst)
     _kind(kind)
+    if layout is not None and kind != "lmdb":
+        raise PicPacValueError(f"{dst}: layout {layout!r} is an LMDB layout; export --to lmdb with it")
     _check_target(dst, overwrite)
     with open_database(db, remote=remote) as reader:  # a missing or damaged database is named before a child
         size = sum(shard.file_size for shard in getattr(reader, "shards", [reader]))
     if kind in CHILD_WRITES:
         count = _export_in_child(db, dst, kind, progress, remote)
     else:
-        count = _export(db, dst, kind, progress, remote=remote)
+        count = _export(db, dst, kind, progress, remote=remote, layout=layout)
     return ConvertReport("exported", count, db, size, f"{kind} {dst}", store_size(dst, kind),
                          time.perf_counter() - start)
 
 
 def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, overwrite: bool = False,
                  progress: Callable[[int], Any] | None = None, image_feature: str | None = None,
-                 label_feature: str | None = None) -> ConvertReport:
+                 label_feature: str | None = None, unpickle: bool = False) -> ConvertReport:
     """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``;
     for a TFRecord file written elsewhere, ``image_feature`` and ``label_feature`` name the features that hold
-    the images and the labels (:class:`~.tfrecord.TFRecordReader`).
+    the images and the labels (:class:`~.tfrecord.TFRecordReader`); ``unpickle`` reads the pickled datapoints of
+    an LMDB that tensorpack's LMDBSerializer wrote (:class:`~.lmdb.LmdbReader`: only for a file you trust).
 
     LMDB and HDF5 stores are read by a child process (:class:`IsolatedReader`), so that their libraries'
     crashes on a damaged store are errors; a write that fails (a full disk) is a FileIOError naming ``db``."""
@@ -320,8 +327,12 @@ def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, ov
     if features and kind != "tfrecord":
         raise PicPacValueError(f"{src}: {' and '.join(features)} name features of a TFRecord file, not of a "
                                f"{kind} store")
+    if unpickle and kind != "lmdb":
+        raise PicPacValueError(f"{src}: unpickle reads tensorpack's LMDBs, not a {kind} store")
     _check_target(db, overwrite)
-    with (IsolatedReader(src, kind) if kind in CHILD_READS else open_reader(src, kind, **features)) as reader:
+    options = {"unpickle": True} if unpickle else features
+    with (IsolatedReader(src, kind, **options) if kind in CHILD_READS else open_reader(src, kind, **options)) \
+            as reader:
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
         with output_errors(db), Writer(db, overwrite=overwrite, metadata=metadata) as writer:
             _copy(reader, writer, src, progress)

@@ -1,10 +1,16 @@
-"""LMDB: an environment directory, keys ``%010d`` -> PPR1 records (needs the ``lmdb`` package)."""
+"""LMDB: an environment directory, keys ``%010d`` -> PPR1 records (needs the ``lmdb`` package); and, to import,
+tensorpack's own LMDBs: keys ``%08d`` -> pickled datapoints (read only when asked to unpickle)."""
 from __future__ import annotations
 
+import io
 import json
+import numbers
 import os
+import pickle
 
-from ..errors import CorruptError, FormatError
+import numpy as np
+
+from ..errors import CorruptError, FormatError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.reader import Record
 from .base import StoreReader, StoreWriter, check_regular, corrupt_error, require_package
@@ -12,6 +18,8 @@ from .records import decode_record, encode_record
 
 
 LMDB_META_KEY = b"__picpac__"
+TENSORPACK_KEYS = b"__keys__"
+"""The entry tensorpack's LMDBSerializer writes beside its ``%08d`` datapoints."""
 
 
 def _lmdb_key(i: int) -> bytes:
@@ -19,12 +27,22 @@ def _lmdb_key(i: int) -> bytes:
 
 
 class LmdbWriter(StoreWriter):
-    """LMDB environment (a directory with ``data.mdb``): key ``%010d`` -> PPR1 record."""
+    """LMDB environment (a directory with ``data.mdb``): key ``%010d`` -> PPR1 record; with ``layout='tensorpack'``
+    what tensorpack's ``LMDBSerializer.load`` reads: key ``%08d`` -> the pickled datapoint ``[field values...,
+    label]`` (the label an int when it is whole), and ``__keys__`` (the dataset's metadata is not kept)."""
 
     kind = "lmdb"
     directory = True
     _BATCH_BYTES = 64 << 20
     _MAP_SIZE = 1 << 30  # the first map size; doubled whenever the map is full
+    LAYOUTS = ("picpac", "tensorpack")
+
+    def __init__(self, path: str | os.PathLike, *, metadata: dict | None = None, sync: bool = True,
+                 layout: str = "picpac"):
+        if layout not in self.LAYOUTS:
+            raise PicPacValueError(f"{path}: LMDB layout {layout!r}: use one of {', '.join(self.LAYOUTS)}")
+        self.layout = layout
+        super().__init__(path, metadata=metadata, sync=sync)
 
     def _start(self) -> None:
         lmdb = require_package("lmdb", "lmdb")
@@ -37,8 +55,13 @@ class LmdbWriter(StoreWriter):
         self._batch_bytes = 0
 
     def _write(self, index, fields, label, group, meta) -> None:
-        value = encode_record(fields, label, group, meta)
-        self._batch.append((_lmdb_key(index), value))
+        if self.layout == "tensorpack":
+            whole = float(label).is_integer() and abs(label) < 2**63
+            key = b"%08d" % index
+            value = pickle.dumps([*(bytes(v) for v in fields.values()), int(label) if whole else label], protocol=-1)
+        else:
+            key, value = _lmdb_key(index), encode_record(fields, label, group, meta)
+        self._batch.append((key, value))
         self._batch_bytes += len(value)
         if self._batch_bytes >= self._BATCH_BYTES or len(self._batch) >= 4096:
             self._flush()
@@ -56,9 +79,13 @@ class LmdbWriter(StoreWriter):
             self._batch, self._batch_bytes = [], 0
 
     def _finish(self) -> None:
-        meta = {"store": "picpac-lmdb", "version": 1, "serialisation": "PPR1", "key": "%010d",
-                "count": self._count, "metadata": self.metadata}
-        self._batch.append((LMDB_META_KEY, json.dumps(meta).encode()))
+        if self.layout == "tensorpack":  # tensorpack's reader would yield any other entry as a datapoint
+            self._batch.append((TENSORPACK_KEYS, pickle.dumps([b"%08d" % k for k in range(self._count)],
+                                                              protocol=-1)))
+        else:
+            meta = {"store": "picpac-lmdb", "version": 1, "serialisation": "PPR1", "key": "%010d",
+                    "count": self._count, "metadata": self.metadata}
+            self._batch.append((LMDB_META_KEY, json.dumps(meta).encode()))
         self._flush()
         self._env.sync(True)
         self._env.close()
@@ -126,14 +153,21 @@ class LmdbReader(StoreReader):
 
     kind = "lmdb"
 
+    def __init__(self, path: str | os.PathLike, *, check: bool = True, unpickle: bool = False):
+        self.unpickle, self._tensorpack = unpickle, False
+        super().__init__(path, check=check)
+
     def _open(self) -> None:
         self._damage = (*StoreReader._damage, require_package("lmdb", "lmdb").Error)
         self._env = _lmdb_env(self.path)
         self._txn = self._env.begin(buffers=False)
         raw = self._txn.get(LMDB_META_KEY)
+        if raw is None and (self._txn.get(TENSORPACK_KEYS) is not None or self._txn.get(b"%08d" % 0) is not None):
+            self._open_tensorpack()
+            return
         if raw is None:
             raise FormatError(f"{self.path}: an LMDB store without the {LMDB_META_KEY.decode()} key; "
-                              "not written by picpac (picpac export --to lmdb)")
+                              "not written by picpac (picpac export --to lmdb) nor by tensorpack")
         damaged = f"{self.path}: damaged {LMDB_META_KEY.decode()} entry"
         info = load_json(raw, lambda why: CorruptError(f"{damaged} ({why})"))
         try:
@@ -144,12 +178,57 @@ class LmdbReader(StoreReader):
             raise FormatError(f"{self.path}: records serialised as {info.get('serialisation')!r}; "
                               "this picpac reads PPR1")
 
+    def _open_tensorpack(self) -> None:
+        """tensorpack's LMDBSerializer layout: its values are pickles, read only with ``unpickle``."""
+        if not self.unpickle:
+            raise FormatError(f"{self.path}: a tensorpack LMDB (its datapoints pickled, as tensorpack's "
+                              "LMDBSerializer.save writes them); unpickling runs code, so it is read only when asked "
+                              "to: picpac import --from lmdb --unpickle (import_store(..., unpickle=True)), for a "
+                              "file you trust")
+        self._tensorpack = True
+        self._count = self._env.stat()["entries"] - (self._txn.get(TENSORPACK_KEYS) is not None)
+        self.metadata = {"source": f"tensorpack lmdb {self.path}"}
+
     def _read(self, i: int) -> Record:
+        if self._tensorpack:
+            return self._read_tensorpack(i)
         value = self._txn.get(_lmdb_key(i))
         if value is None:
             raise corrupt_error(self.path, i, f"is missing (no key {_lmdb_key(i).decode()})")
         fields, label, group, meta = decode_record(value, self.path, i, self.check)
         return self._record(i, fields, label, group, meta)
+
+    def _read_tensorpack(self, i: int) -> Record:
+        """A tensorpack datapoint (a list) as a record: bytes components the fields (the first ``image``, then
+        ``field1``, ...), arrays fields of their ``.npy`` bytes, the first number the label, other numbers meta."""
+        value = self._txn.get(b"%08d" % i)
+        if value is None:
+            raise corrupt_error(self.path, i, f"is missing (no key {i:08d})")
+        try:
+            dp = pickle.loads(value)
+        except Exception as exc:
+            raise corrupt_error(self.path, i, f"is not a pickle ({type(exc).__name__}: {exc})") from None
+        if not isinstance(dp, (list, tuple)):
+            raise SourceError(f"{self.path}: record {i} is a {type(dp).__name__}, not a tensorpack datapoint (a list)")
+        fields, label, numbers_ = {}, 0.0, []
+        for k, part in enumerate(dp):
+            name = "image" if not fields else f"field{k}"
+            if isinstance(part, (bytes, bytearray, memoryview)):
+                fields[name] = bytes(part)
+            elif isinstance(part, np.ndarray) and part.ndim:
+                with io.BytesIO() as out:
+                    np.save(out, part, allow_pickle=False)
+                    fields[f"field{k}"] = out.getvalue()
+            elif isinstance(part, (numbers.Number, np.generic)) and not isinstance(part, bool):
+                numbers_.append(float(part))
+            else:
+                raise SourceError(f"{self.path}: record {i}'s component {k} is a {type(part).__name__}: picpac takes "
+                                  "bytes, arrays and numbers")
+        if numbers_:
+            label = numbers_.pop(0)
+        if not fields:
+            raise SourceError(f"{self.path}: record {i} has no bytes or array component to store")
+        return self._record(i, fields, label, None, {"numbers": numbers_} if numbers_ else b"")
 
     def _after_fork(self) -> None:
         self._txn = self._env = None

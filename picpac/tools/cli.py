@@ -145,6 +145,9 @@ def _import_arguments(f, default_format: str):
     f = click.option("--labels", type=click.Path(file_okay=False), default=None,
                      help="Folder of the YOLO label files (-f yolo, yolo-seg) [default: `labels` beside SRC] "
                           "or of the masks (-f maskdir).")(f)
+    f = click.option("--unpickle", is_flag=True,
+                     help="--from lmdb: read an LMDB written by tensorpack's LMDBSerializer, whose datapoints are "
+                          "pickles; unpickling runs code: only for a file you trust.")(f)
     f = click.option("--label-feature", default=None,
                      help="--from tfrecord: the feature that holds each record's label, e.g. image/class/label "
                           "(TensorFlow's ImageNet layout) [default: picpac's own picpac/label].")(f)
@@ -161,12 +164,16 @@ def _import_arguments(f, default_format: str):
 
 
 def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str | None, label_feature: str | None,
-            **options) -> None:
+            unpickle: bool, **options) -> None:
     """What `picpac import` and `picpac-import` run."""
     features = {"image_feature": image_feature, "label_feature": label_feature}
     if store != "tfrecord" and any(features.values()):
         raise click.UsageError("--image-feature and --label-feature name the features of a TFRecord file: they go "
                                "with --from tfrecord")
+    if unpickle and store != "lmdb":
+        raise click.UsageError("--unpickle reads tensorpack's LMDBs: it goes with --from lmdb")
+    if unpickle:
+        features["unpickle"] = True
     if store is None:
         from .ingest import import_dataset
 
@@ -232,8 +239,11 @@ def _storage_options(f):
 @click.argument("db", type=click.Path())
 @click.argument("dst", type=click.Path())
 @click.option("--overwrite", is_flag=True, help="Replace DST if it exists [default: refuse, leaving DST as it is].")
+@click.option("--layout", type=click.Choice(["picpac", "tensorpack"]), default=None,
+              help="--to lmdb: picpac's records [default], or what tensorpack's LMDBSerializer.load reads: "
+                   "[field values..., label] pickled.")
 @_storage_options
-def export_command(store: str, db: str, dst: str, overwrite: bool, remote) -> None:
+def export_command(store: str, db: str, dst: str, overwrite: bool, layout: str | None, remote) -> None:
     """Copy every record of the picpac database DB into DST in another storage format. DB may be a URL
     (s3://, gs://, https://), several files, a glob or a .shards index, as a stream takes.
 
@@ -242,7 +252,8 @@ def export_command(store: str, db: str, dst: str, overwrite: bool, remote) -> No
     from ..stores import export_store, index_path
 
     with _no_temps_left(dst, *([index_path(dst)] if store == "binary" else [])):
-        report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"), remote=remote)
+        report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"), remote=remote,
+                              layout=layout)
     click.echo(report.summary())
 
 
