@@ -1,7 +1,8 @@
 """The device stage (issue 28, docs/gpu.md): how close its pixels are to the CPU path's, and what the batched warp
 costs against warping each sample alone.
 
-1. Agreement: one pass over the 250 ImageNet JPEGs (--samples: the first N) (../shared/data/imagenet-250, or PICPAC_BENCH_DATA) per workload,
+1. Agreement: one pass over the 250 ImageNet JPEGs (../shared/data/imagenet-250, or PICPAC_BENCH_DATA; --samples:
+   the first N) per workload,
    ImageStream(device=D) against the CPU path (device=None) with the same seed: labels equal, and the mean absolute
    difference per image in levels of 255 (mean over the images, and the worst image); for segmentation, the share of
    mask pixels that differ. D is 'cuda' where torch sees a GPU (nvJPEG decodes there), else 'cpu' (the same stage in

@@ -182,8 +182,8 @@ class TorchDataset(torch.utils.data.IterableDataset):
         self.memory_format = _memory_format(memory_format)
         self.path, self.config = _stream_config(path, config, keys, self.memory_format)
         if self.config.parallelism.device is not None:
-            raise PicPacValueError(f"TorchDataset with device={self.config.parallelism.device!r}: the device stage runs "
-                                   "in the training process, not in DataLoader workers; use TorchLoader(path, "
+            raise PicPacValueError(f"TorchDataset with device={self.config.parallelism.device!r}: the device stage "
+                                   "runs in the training process, not in DataLoader workers; use TorchLoader(path, "
                                    "device=...) instead (`picpac docs gpu`)")
         self.rank, self.world_size = self.config.order.rank, self.config.order.world_size
         self._epoch: int | None = None
@@ -225,10 +225,10 @@ class TorchDataset(torch.utils.data.IterableDataset):
     def __iter__(self) -> Iterator[tuple]:
         size = _collating_batch_size()
         if size is not None:
-            raise PicPacTypeError(f"DataLoader(TorchDataset(...), batch_size={size}) would stack {size} of its batches "
-                                  f"(each of the stream's batch={self.config.order.batch}) into one, 5-D images: a "
-                                  "TorchDataset yields whole batches; use DataLoader(dataset, batch_size=None, ...) and "
-                                  "set the batch with the stream's key batch=")
+            raise PicPacTypeError(f"DataLoader(TorchDataset(...), batch_size={size}) would stack {size} of its "
+                                  f"batches (each of the stream's batch={self.config.order.batch}) into one, 5-D "
+                                  "images: a TorchDataset yields whole batches; use DataLoader(dataset, "
+                                  "batch_size=None, ...) and set the batch with the stream's key batch=")
         stream = self._open()
         if self._epoch is not None and self._epoch != self._applied:
             stream.set_epoch(self._epoch)

@@ -43,13 +43,13 @@ class Geometry(NamedTuple):
 
 def plan(matrix: np.ndarray | None, source: tuple[int, int], size: tuple[int, int], border: tuple[int, float],
          nearest: bool = False, reduction: int = 1) -> Geometry | None:
-    """The warp of a ``source`` = (width, height) array by ``matrix`` (None: none) onto ``size`` = (width, height)
-    with ``border`` (kind, fill); ``nearest`` for label masks (no averaging). ``reduction``: the scale 1/r at which
-    the CPU path decodes this JPEG (``Sample.reduction``), emulated by boxes of r x r pixels. Then the CPU path's
-    own resampling of those pixels (``sample.resample_plan``): a slice that shrinks is averaged box by box as
-    INTER_AREA, one that does not reads the slice alone (cv2.resize clamps at its edges), and a warp that shrinks
-    by more than 2x first shrinks the whole image by INTER_AREA's boxes, on the same grid. None where the device cannot follow the map: a border other than a constant number or
-    replication, or a map that collapses the image."""
+    """The warp of a ``source`` = (width, height) array by ``matrix`` (None: none) onto ``size`` = (width, height) with
+    ``border`` (kind, fill); ``nearest`` for label masks (no averaging). ``reduction``: the scale 1/r at which the
+    CPU path decodes this JPEG (``Sample.reduction``), emulated by boxes of r x r pixels. Then the CPU path's own
+    resampling of those pixels (``sample.resample_plan``): a slice that shrinks is averaged box by box as
+    INTER_AREA, one that does not reads the slice alone (cv2.resize clamps at its edges), and a warp that shrinks by
+    more than 2x first shrinks the whole image by INTER_AREA's boxes, on the same grid. None where the device cannot
+    follow the map: a border other than a constant number or replication, or a map that collapses the image."""
     kind, fill = border
     if kind not in BORDERS or kind == cv2.BORDER_CONSTANT and not isinstance(fill, (int, float)):
         return None

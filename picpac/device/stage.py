@@ -128,9 +128,10 @@ class DeviceStage:
 
     def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list, list, list[bool], dict]:
         """``(images, geometries, masks, mask geometries, decoded, failed)``: the part of each sample's source (and
-        mask) that its warp reads, as a (C, h, w) device tensor, with the geometry from that part; whether the device
-        decoded it; and the samples whose JPEG no decoder takes, with the error that names them. JPEGs are decoded at most ``DECODE_BYTES`` of pixels at a time, each cut to its part at once,
-        so a batch of large photos never holds all of them whole; host pixels are cut before they are copied."""
+        mask) that its warp reads, as a (C, h, w) device tensor, with the geometry from that part; whether the
+        device decoded it; and the samples whose JPEG no decoder takes, with the error that names them. JPEGs are
+        decoded at most ``DECODE_BYTES`` of pixels at a time, each cut to its part at once, so a batch of large
+        photos never holds all of them whole; host pixels are cut before they are copied."""
         n = len(planned)
         images: list = [None] * n
         geometries = [p.geometry for p in planned]

@@ -180,7 +180,8 @@ def _export_in_child(db: str, dst: str, kind: str, progress: Callable[[int], Any
     """:func:`_export` in a child process. Its death is a FileIOError naming ``dst`` (libhdf5 dies of
     SIGSEGV when a write fails on a full disk), and the temporary files it left are removed."""
     _preload(kind)
-    child = ForkedChild(lambda send: _export(db, dst, kind, send=send, remote=remote), dst, f"writing this {kind} store",
+    child = ForkedChild(lambda send: _export(db, dst, kind, send=send, remote=remote), dst,
+                        f"writing this {kind} store",
                         _LIBRARY.get(kind, kind), STALL_SECONDS, fault=FileIOError, hint=partial(free_space, dst),
                         suspect=_STUCK)
     bar, count = None, 0

@@ -113,7 +113,8 @@ def _index_problems(index: np.ndarray, data_end: int) -> list[str]:
     return problems
 
 
-def _check_record(reader: IndexedReader, i: int, names: list[str], report: VerifyReport, max_pixels: int | None) -> None:
+def _check_record(reader: IndexedReader, i: int, names: list[str], report: VerifyReport,
+                  max_pixels: int | None) -> None:
     try:
         record = reader.read(i, check=True)
     except CorruptRecordError as exc:

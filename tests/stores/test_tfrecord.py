@@ -169,6 +169,7 @@ def test_the_feature_options_go_with_from_tfrecord(tmp_path):
     out = run_console("picpac", "import", "--from", "tfrecord", src, str(tmp_path / "a.picpac"), "--image-feature",
                       "image/encoded", "--label-feature", "image/class/label", cwd=tmp_path)
     assert out.returncode == 0 and out.stdout.startswith("imported 2 records from tfrecord")
-    bad = run_console("picpac", "import", str(tmp_path), str(tmp_path / "b.picpac"), "--label-feature", "x", cwd=tmp_path)
+    bad = run_console("picpac", "import", str(tmp_path), str(tmp_path / "b.picpac"), "--label-feature", "x",
+                      cwd=tmp_path)
     assert bad.returncode == 2
     assert "--image-feature and --label-feature name the features of a TFRecord file" in bad.stderr

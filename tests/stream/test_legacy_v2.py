@@ -57,7 +57,8 @@ def test_classification_binds_meta_and_images_with_v2s_defaults(photos):
 
 
 def test_segmentation_binds_meta_images_and_labels(squares):
-    """README: ``annotate: [1]`` and ``rasterize``: ``for meta, images, labels in stream``, labels (B, H, W, 1) uint8."""
+    """README: ``annotate: [1]`` and ``rasterize``: ``for meta, images, labels in stream``, labels (B, H, W, 1)
+    uint8."""
     config = {"db": squares, "annotate": [1], "batch": 4, "loop": False, "shuffle": False,
               "transforms": [{"type": "rasterize"}]}
     total = 0
