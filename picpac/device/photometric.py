@@ -16,7 +16,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ..image.color import ORDERS, AddColor, ColorJitter, Invert
+from ..image.color import ORDERS, AddColor, ColorJitter, Invert, SameColor
 from .warp import _to, torch
 
 Colour = tuple
@@ -56,7 +56,7 @@ def _follows(step: Any) -> bool:
         return step.ranges()[3] is None  # no hue
     if isinstance(step, AddColor):
         return step.colorspace.upper() in ORDERS
-    return isinstance(step, Invert) or type(step).__name__ == "SameColor" and hasattr(step, "draw")
+    return isinstance(step, (Invert, SameColor))
 
 
 def plan(step: Any, rng: Any, order: str) -> Colour | None:

@@ -272,6 +272,26 @@ class AddColor:
 
 
 @dataclass(frozen=True)
+class SameColor:
+    """PicPac's pert_colorspace='SAME': one value drawn from [-v, v], rounded, added to every channel (saturating on
+    uint8 images)."""
+
+    value: float
+
+    def draw(self, rng: Any) -> int:
+        """What one call draws: the value added (0: the image is left as it is)."""
+        return round(float(rng.uniform(-self.value, self.value)))
+
+    def __call__(self, sample: Sample, rng: Any) -> Sample:
+        delta = self.draw(rng)
+        if delta:
+            image = sample.image
+            shifted = image.astype(np.float32) + delta
+            sample.image = np.clip(shifted, 0, 255).astype(np.uint8) if image.dtype == np.uint8 else shifted
+        return sample
+
+
+@dataclass(frozen=True)
 class Invert:
     """255 - image with probability ``p``. Not random: inverted when p >= 0.5."""
 

@@ -16,6 +16,7 @@ import numpy as np
 
 from ..errors import PicPacValueError
 from .sample import Sample
+from .shapes import Shapes
 
 __all__ = ["Sample"]  # transforms act on it, and user code takes it from here (picpac.transforms.Sample)
 
@@ -405,17 +406,19 @@ class Rasterize:
     def __call__(self, sample: Sample, rng: Any) -> Sample:
         if sample.shapes is None and sample.mask is not None and not self.copy:
             return sample  # a mask image already: nothing to draw (PicPac: a no-op on mask images)
-        w, h = sample.size
-        if self.copy:
-            canvas = sample.image.copy()
-        else:
-            canvas = np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
-        if sample.shapes is not None:
-            sample.shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values,
-                                    point_radius=self.point_radius)
-        sample.mask = canvas
+        sample.mask = self.draw(sample.shapes, sample.size, sample.image.copy() if self.copy else None)
         sample.shapes = None
         return sample
+
+    def draw(self, shapes: Shapes | None, size: tuple[int, int], canvas: np.ndarray | None = None) -> np.ndarray:
+        """``shapes`` drawn into ``canvas`` (None: zeros of ``size`` = (width, height), ``channels`` and ``dtype``)."""
+        w, h = size
+        if canvas is None:
+            canvas = np.zeros((h, w) if self.channels == 1 else (h, w, self.channels), self.dtype)
+        if shapes is not None:
+            shapes.rasterize(canvas, color_by=self.color_by, thickness=self.thickness, channels=self.values,
+                             point_radius=self.point_radius)
+        return canvas
 
 
 @dataclass(frozen=True)

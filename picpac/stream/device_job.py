@@ -24,19 +24,18 @@ from ..device.geometry import Planned, plan
 from ..engine.executor import Delivery
 from ..errors import SampleError
 from ..file.reader import IndexedReader
-from ..image import jpeg_frame
 from ..image.sample import Sample
 from .config import StreamConfig
 from .job import Part
 from .processor import LazyRng, Processor, sample_rng
 from .sample_job import Profile, SampleJob
 
-_IDENTITY = (cv2.BORDER_CONSTANT, 0)
+_CONSTANT = (cv2.BORDER_CONSTANT, 0)
 
 
 class DeviceJob(SampleJob):
-    """A :class:`SampleJob` whose units return ``(Planned, (target, dense))`` for the device stage
-    (``stage.DeviceStage``, which :meth:`stage` makes) to turn into a batch of tensors."""
+    """A :class:`SampleJob` whose units return ``(Planned, (target, dense))`` for its device stage (``self.stage``, a
+    ``device.stage.DeviceStage``) to turn into a batch of tensors."""
 
     def __init__(self, readers: list[IndexedReader], config: StreamConfig, processor: Processor | None = None,
                  profile: Profile | None = None):
@@ -70,10 +69,11 @@ class DeviceJob(SampleJob):
             sample = cached.copy()
         sample = self.processor.augment(sample, rng, self.head)
         planned = self._plan(sample, fields, rng)
-        target = None if self.segment else self.processor.target(sample)[0]  # masks: the stage's
+        # masks are the stage's to make
+        target, dense = (None, self.processor.dense(sample)) if self.segment else self.processor.target(sample)
         if self.profile is not None:
             self.profile.sample(read, 0.0, time.perf_counter() - start, time.thread_time() - cpu)
-        return planned, (target, self.processor.dense(sample))
+        return planned, (target, dense)
 
     def _plan(self, sample: Sample, fields: dict[str, Any], rng: Any) -> Planned:
         """What the device stage needs of ``sample``, whose colour steps (``self.tail``) are still to come: drawn
@@ -81,12 +81,10 @@ class DeviceJob(SampleJob):
         matrix, size, border = sample.pending()
         mask, mask_geometry = self._mask(sample, matrix, size)
         jpeg = pixels = geometry = None
-        if sample.deferred and self.stage.decodes:
+        frame = sample.extra.get("jpeg_frame")  # the header Processor.decode read: (w, h, orientation, baseline)
+        if sample.deferred and self.stage.decodes and frame[2] == 1 and frame[3]:  # the GPU's decoders take it
             name = self.processor.field_name(fields, self.config.decode.image_field, "image_field", sample.record, "")
-            frame = jpeg_frame(fields[name])
-            if frame is not None and frame[2] == 1 and frame[3]:  # upright and baseline: the GPU's decoders take it
-                jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border,
-                                                    reduction=sample.reduction)
+            jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border, reduction=sample.reduction)
         if jpeg is None:
             pixels, source_matrix = sample.source()
             if pixels.dtype == np.uint8 and pixels.ndim == (2 if self.stage.channels == 1 else 3):
@@ -96,7 +94,7 @@ class DeviceJob(SampleJob):
             done, target, _ = self.processor.output(self.processor.augment(sample, rng, self.tail))
             if not self.segment:
                 return Planned(None, None, None, done, None, None, size)
-            return Planned(None, None, None, done, target, plan(None, size, size, _IDENTITY, True), size)
+            return Planned(None, None, None, done, target, plan(None, size, size, _CONSTANT, True), size)
         colour = tuple(c for c in (self.photometric.plan(step, rng, self.order) for step in self.tail) if c is not None)
         return Planned(jpeg, None if jpeg is not None else pixels, geometry, None, mask, mask_geometry, size, colour,
                        sample.extra.get("source", ""), sample.record)
@@ -107,19 +105,14 @@ class DeviceJob(SampleJob):
         if not self.segment:
             return None, None
         if sample.shapes is not None:
-            rasterize = self.processor.rasterize
-            if rasterize.copy:  # PicPac's anno_copy draws over the image: the CPU path
+            if self.processor.rasterize.copy:  # PicPac's anno_copy draws over the image: the CPU path
                 return None, None
-            w, h = size
-            canvas = np.zeros((h, w) if rasterize.channels == 1 else (h, w, rasterize.channels), rasterize.dtype)
-            sample.shapes.rasterize(canvas, color_by=rasterize.color_by, thickness=rasterize.thickness,
-                                    channels=rasterize.values, point_radius=rasterize.point_radius)
-            return canvas, plan(None, size, size, _IDENTITY, True)
+            return self.processor.rasterize.draw(sample.shapes, size), plan(None, size, size, _CONSTANT, True)
         mask = sample.raw_mask
         if mask is None:
             raise SampleError(sample.extra.get("source", ""), sample.record,
                               "has no mask after its transforms (a 'drop' step?)")
-        return mask, plan(matrix, (mask.shape[1], mask.shape[0]), size, _IDENTITY, True)
+        return mask, plan(matrix, (mask.shape[1], mask.shape[0]), size, _CONSTANT, True)
 
     def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
         """Each delivery's tensors as one batch's part, counting where its samples were decoded. A sample whose JPEG

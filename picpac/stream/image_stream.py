@@ -322,19 +322,23 @@ class _Pipeline:
         records = self.pool.records[positions]
         targets = self.processor.targets(list(targets), labels, records, list(dense), made)
         if self.config.output.v2:
-            return self._v2_batch(images, targets, records, labels, pad)
+            batch, arrays, count = self._v2_batch(images, targets, records, labels, pad)
+        else:
+            batch, arrays, count = (images, *targets, int(pad)), (images, *targets), len(images)
         if self.stats["batches"] < self.config.output.dump:
             # the device stage's tensors read back to the host (duck-typed: the stream layer imports no torch)
-            host = tuple(a.cpu().numpy() if hasattr(a, "cpu") else a for a in (images, *targets))
+            host = tuple(a.cpu().numpy() if hasattr(a, "cpu") else a for a in arrays)
             _dump(self.stats["batches"], host, self.processor)
-        self.stats["samples"] += len(images)
+        self.stats["samples"] += count
         self.stats["batches"] += 1
-        return (images, *targets, int(pad))
+        return batch
 
-    def _v2_batch(self, images: Any, targets: tuple, records: np.ndarray, labels: np.ndarray, pad: int) -> list:
-        """PicPac v2's batch: ``[Meta(ids, labels, raw), images, *facets]``, a final batch cut to its samples (v2
-        pads none): ids the records, labels float32 and raw each raw field's list of bytes in the meta; the
-        facets the task's arrays after the label (masks; boxes and counts) and the dense targets."""
+    def _v2_batch(self, images: Any, targets: tuple, records: np.ndarray, labels: np.ndarray,
+                  pad: int) -> tuple[list, tuple, int]:
+        """PicPac v2's batch, ``[Meta(ids, labels, raw), images, *facets]``, the arrays ``dump`` draws and its
+        samples: a final batch is cut to them (v2 pads none). The meta holds the records as ids, the labels as
+        float32 and each raw field's list of bytes; the facets are the task's arrays after the label (masks; boxes
+        and counts) and the dense targets."""
         n = len(images) - pad
         raws = len(self.config.decode.raw)
         facets, raw = (targets[:len(targets) - raws], targets[len(targets) - raws:]) if raws else (targets, ())
@@ -343,12 +347,8 @@ class _Pipeline:
             facets = facets[1:]  # the labels: v2 gives them in the meta
         elif task == "segment" and not self.config.output.onehot:  # v2's label facet: the rasterizer's dtype
             facets = (facets[0].astype(self.processor.rasterize.dtype), *facets[1:])
-        if self.stats["batches"] < self.config.output.dump:
-            _dump(self.stats["batches"], (images, *facets), self.processor)
-        self.stats["samples"] += n
-        self.stats["batches"] += 1
         meta = Meta(records[:n].astype(np.int32), labels[:n], [list(r[:n]) for r in raw])
-        return [meta, images[:n], *(f[:n] for f in facets)]
+        return [meta, images[:n], *(f[:n] for f in facets)], (images, *facets), n
 
     def order(self) -> tuple[Keys, int | None]:
         """The keys of the next iteration: the endless stream from its position, or the next pass (this

@@ -12,14 +12,12 @@ import numbers
 import threading
 import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
-from ..image.color import AddColor
-from ..image.transforms import Affine, Crop, Flip, RoundSize, Sample
+from ..image.color import AddColor, SameColor
+from ..image.transforms import Affine, Crop, Flip, RoundSize
 
 if TYPE_CHECKING:
     from .config import Augment
@@ -203,25 +201,6 @@ def is_v2(given: Mapping[str, Any]) -> bool:
 LEGACY_KEYS = ("threads", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
                *NO_OPS, *RENAMED)
 """Every PicPac key that translate() turns into another (for typo suggestions)."""
-
-
-@dataclass(frozen=True)
-class SameColor:
-    """PicPac's pert_colorspace='SAME': one value drawn from [-v, v] added to every channel (saturating)."""
-
-    value: float
-
-    def draw(self, rng: Any) -> int:
-        """What one call draws: the value added (0: the image is left as it is)."""
-        return round(float(rng.uniform(-self.value, self.value)))
-
-    def __call__(self, sample: Sample, rng: Any) -> Sample:
-        delta = self.draw(rng)
-        if delta:
-            image = sample.image
-            shifted = image.astype(np.float32) + delta
-            sample.image = np.clip(shifted, 0, 255).astype(np.uint8) if image.dtype == np.uint8 else shifted
-        return sample
 
 
 def perturbation(a: Augment) -> list:

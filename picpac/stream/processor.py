@@ -229,11 +229,12 @@ class Processor:
             names = [f if isinstance(f, str) else _field_name(fields, f, "raw", record, where) for f in c.raw]
             extra["raw"] = tuple(bytes(fields[n]) if n in fields else b"" for n in names)  # a missing name: b""
         spec = arrays.get(name) if arrays else None
-        header = image.jpeg_header(data) if spec is None and channels in (1, 3) and c.reduced_decode else None
+        header = image.jpeg_frame(data) if spec is None and channels in (1, 3) and c.reduced_decode else None
         if spec is not None:
             sample = Sample(array_view(data, spec, name, record, where), label, record, extra=extra)
         elif header is not None:
-            width, height, orientation = header
+            width, height, orientation, _ = header
+            extra["jpeg_frame"] = header  # (the device job reads whether it is baseline from it)
             image.check_pixels(width, height, self.max_pixels)
             # checked here, from the header the deferred decode reads: it need not check again
             sample = Sample(None, label, record, extra=extra, size=(width, height),

@@ -25,7 +25,7 @@ from ..image.decoding import MAX_PIXELS, decode
 from ..image.headers import image_size
 from ..stores.base import output_errors
 from .info import what_classes_name
-from .relabel import annotation, class_id, encoded, shape_class, with_shapes
+from .relabel import NUMBER, annotation, class_id, encoded, shape_class, with_shapes
 from .split import (
     Progress,
     append_copy,
@@ -35,7 +35,6 @@ from .split import (
     writers,
 )
 
-_NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
 
 
 @dataclass
@@ -65,9 +64,9 @@ def parse_labels(values: Sequence[str], reader: Reader) -> list[tuple[float, flo
     ranges = []
     for value in values:
         text = str(value).strip()
-        if re.fullmatch(_NUMBER, text):
+        if re.fullmatch(NUMBER, text):
             ranges.append((float(text), float(text)))
-        elif (m := re.fullmatch(rf"({_NUMBER})\s*\.\.\s*({_NUMBER})", text)) and float(m[1]) <= float(m[2]):
+        elif (m := re.fullmatch(rf"({NUMBER})\s*\.\.\s*({NUMBER})", text)) and float(m[1]) <= float(m[2]):
             ranges.append((float(m[1]), float(m[2])))
         elif text in classes:
             ranges.append((float(classes.index(text)),) * 2)

@@ -21,13 +21,14 @@ from ..file.reader import Reader, Record
 from ..stores.base import output_errors
 from .split import Progress, append_copy, bar_of, check_outputs, copied_metadata, writers
 
-_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
+"""A number as a command line's option gives it (``3``, ``-0.5``, ``1e3``)."""
 
 
 def class_id(value: str | float, classes: Sequence[str], source: str, option: str) -> float:
     """The class ``value`` names: a number as it is, or a name's place in ``classes``."""
     text = str(value).strip()
-    if _NUMBER.fullmatch(text):
+    if re.fullmatch(NUMBER, text):
         return float(text)
     if text and text in classes:
         return float(classes.index(text))
@@ -113,7 +114,7 @@ def parse_mapping(pairs: Sequence[str], classes: list[str], source: str) -> tupl
             raise PicPacValueError(f"{source}: --map {pair!r} is not OLD=NEW (a class id or name each, e.g. "
                                    "--map cat=animal or --map 3=1)")
         before = class_id(old, classes, source, "--map")
-        if not _NUMBER.fullmatch(new.strip()) and new.strip() not in classes:
+        if not re.fullmatch(NUMBER, new.strip()) and new.strip() not in classes:
             classes.append(new.strip())  # a new class name: the next id
         after = class_id(new, classes, source, "--map")
         if mapping.get(before, after) != after:

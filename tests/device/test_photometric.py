@@ -5,9 +5,8 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from picpac.device import photometric  # noqa: E402
-from picpac.image.color import AddColor, ColorJitter, Invert  # noqa: E402
+from picpac.image.color import AddColor, ColorJitter, Invert, SameColor  # noqa: E402
 from picpac.image.transforms import Flip, Sample  # noqa: E402
-from picpac.stream.legacy import SameColor  # noqa: E402
 
 STEPS = [ColorJitter(brightness=0.4), ColorJitter(contrast=0.5), ColorJitter(saturation=0.6),
          ColorJitter(brightness=0.3, contrast=(0.5, 1.4), saturation=0.7), AddColor((20, 0, 40), colorspace="RGB"),
