@@ -96,6 +96,21 @@ def keep_annotations(sample: Sample, rng: Any) -> Sample:
     return sample
 
 
+def _transforms_of(config: Mapping[str, Any]) -> tuple:
+    return StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms
+
+
+def annotated_config(config: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
+    """``config`` that reads a database's annotations (``annotate='any'`` when it names none and the database has
+    an ``annotation`` or ``mask`` field) and ends with :func:`keep_annotations`, for :func:`drawn_samples`. The
+    images it makes are ``config``'s, pixel for pixel."""
+    config = dict(config)
+    if not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
+        config["annotate"] = "any"
+    config["transforms"] = [*_transforms_of(config), keep_annotations]
+    return config
+
+
 def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any] | None = None, *, count: int = 16,
          seed: int | None = None, annotations: bool = True, overwrite: bool = False,
          progress: Progress | None = None) -> DumpReport:
@@ -116,10 +131,8 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
                                      if GROUP_OF.get(k) == "remote" or k == "timeout"}).remote_options()
     with open_database(db, check=False, remote=remote) as reader:  # a file, a URL or shards, as the stream takes
         fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
-    if annotations and not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
-        config["annotate"] = "any"
-    config["transforms"] = [*StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms,
-                           keep_annotations]
+    config = annotated_config(config, fields) if annotations else {
+        **config, "transforms": [*_transforms_of(config), keep_annotations]}
     _check_out(out, overwrite)
     temp = durable.temp_path(durable.target(out))
     with output_errors(out):
@@ -168,33 +181,63 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
     """Stream and write the PNGs; (name, record, label) of each."""
     entries: list[tuple[str, int, float]] = []
     with ImageStream(db, **config) as stream, bar_of(progress, count) as bar:
-        c, processor = stream.config, Processor.of(stream.config)
         while len(entries) < count:
             try:
                 batch = next(stream)
             except StopIteration:  # loop=False: one pass
                 break
-            table = batch[len(batch) - 2 - len(c.decode.raw)]
-            pixels = _as_bgr(batch[0], processor)
-            mask = batch[1] if c.output.task == "segment" and c.decode.annotate != "auto" and annotations else None
-            for i in range(min(len(pixels) - batch[-1], count - len(entries))):
-                record, label, has_shapes = table[i, 0, :3].tolist()
-                picture = pixels[i]
-                if annotations:
-                    picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes else
-                                     _plane(mask[i], processor), label, classes, classes_of)
+            for picture, record, label in drawn_samples(batch, stream.config, classes, classes_of, annotations):
+                if len(entries) == count:
+                    break
                 name = f"{len(entries):05d}.png"
                 ok, encoded = cv2.imencode(".png", picture)
                 if not ok:
                     raise PicPacValueError(f"OpenCV could not encode sample {len(entries)} of shape {picture.shape}")
                 with open(os.path.join(folder, name), "wb") as file:
                     file.write(encoded.tobytes())
-                entries.append((name, int(record), label))
+                entries.append((name, record, label))
                 if bar is not None:
                     bar.update(1)
     if not entries:
         raise PicPacValueError(f"{db}: the stream gave no samples; check the config (split, split_fold, ...)")
     return entries
+
+
+def drawn_samples(batch: tuple, c: StreamConfig, classes: list[str], classes_of: str,
+                  annotations: bool = True) -> list[tuple[np.ndarray, int, float]]:
+    """(picture, record, label) of each sample of ``batch`` (padding left out), from a stream of config ``c`` whose
+    last transform is :func:`keep_annotations`: the picture in OpenCV's BGR, with the mask blended in, the shapes'
+    outlines and classes (named by ``classes`` where ``classes_of`` is "shapes") and the record's label drawn over
+    it when ``annotations``; with ``task='detect'``, the boxes the batch holds too (where the shapes were turned,
+    the boxes around them)."""
+    processor = Processor.of(c)
+    table = batch[len(batch) - 2 - len(c.decode.raw)]
+    pixels = _as_bgr(np.asarray(batch[0]), processor)
+    mask = batch[1] if c.output.task == "segment" and c.decode.annotate != "auto" and annotations else None
+    samples = []
+    for i in range(len(pixels) - batch[-1]):
+        record, label, has_shapes = table[i, 0, :3].tolist()
+        picture = pixels[i]
+        if annotations:
+            picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes else
+                             _plane(mask[i], processor), label, classes, classes_of)
+            if c.output.task == "detect":
+                _boxes(picture, batch[1][i, :batch[2][i]])
+        samples.append((picture, int(record), label))
+    return samples
+
+
+def _boxes(canvas: np.ndarray, rows: np.ndarray) -> None:
+    """Outline each box ``[label, x1, y1, x2, y2]`` (output pixels, x2 and y2 past the box) in its label's colour."""
+    for label, x1, y1, x2, y2 in rows.tolist():
+        colour = _PALETTE[int(abs(label)) % len(_PALETTE)]
+        cv2.rectangle(canvas, (round(x1), round(y1)), (round(x2) - 1, round(y2) - 1), colour, 1)
+
+
+def shape_labels(rows: np.ndarray) -> np.ndarray:
+    """The label of each shape in a sample's rows of :func:`keep_annotations` (its first row left out)."""
+    rows = rows[rows[:, 0] >= 0]  # (padding rows of the batch's table: -1)
+    return rows[np.unique(rows[:, 0], return_index=True)[1], 3]
 
 
 def _as_bgr(images: np.ndarray, p: Processor) -> np.ndarray:
@@ -221,7 +264,8 @@ def _plane(mask: np.ndarray, p: Processor) -> np.ndarray:
     return hwc.argmax(2) if p.outputs.onehot else hwc[:, :, 0]
 
 
-def _name(value: float, classes: list[str]) -> str:
+def class_name(value: float, classes: list[str]) -> str:
+    """``value`` as text, with its name in ``classes`` where it has one ("3 dog")."""
     named = classes[int(value)] if value == int(value) and 0 <= value < len(classes) else ""
     return f"{value:g} {named}" if named else f"{value:g}"
 
@@ -241,8 +285,8 @@ def _drawn(picture: np.ndarray, rows: np.ndarray, mask: np.ndarray | None, label
         shapes.rasterize(canvas, thickness=1)
         names = classes if classes_of == "shapes" else []
         for s, (x1, y1, _, _) in enumerate(shapes.boxes()):
-            _text(canvas, _name(float(shapes.labels[s]), names), (int(x1), int(y1) - 2), shapes.colors[s])
-    _text(canvas, _name(label, classes if classes_of == "labels" else []), (2, 12), (255, 255, 255))
+            _text(canvas, class_name(float(shapes.labels[s]), names), (int(x1), int(y1) - 2), shapes.colors[s])
+    _text(canvas, class_name(label, classes if classes_of == "labels" else []), (2, 12), (255, 255, 255))
     return canvas
 
 

@@ -135,7 +135,8 @@ def test_an_error_naming_a_path_with_a_newline_is_one_line(tmp_path):
 
 
 def test_docs_command_prints_the_packaged_pages(tmp_path):
-    """A wheel carries docs/*.md as picpac/_docs: `picpac docs TOPIC` prints them without the source tree."""
+    """A wheel carries docs/*.md as picpac/_docs: `picpac docs TOPIC` prints them without the source tree (and the
+    explorer's script beside its code)."""
     root = Path(__file__).resolve().parents[2]
     src = tmp_path / "src"
     shutil.copytree(root / "picpac", src / "picpac", ignore=shutil.ignore_patterns("__pycache__", "*.so"))
@@ -149,6 +150,7 @@ def test_docs_command_prints_the_packaged_pages(tmp_path):
     installed = tmp_path / "installed"
     with zipfile.ZipFile(wheel) as archive:
         assert {f"picpac/_docs/{page.name}" for page in (root / "docs").glob("*.md")} <= set(archive.namelist())
+        assert "picpac/tools/explore/static/explore.js" in archive.namelist()  # the explorer's one script
         archive.extractall(installed)
     cli = "import sys; from picpac.tools.cli import main; sys.argv[0] = 'picpac'; main()"
     env = {**os.environ, "PYTHONPATH": str(installed)}

@@ -13,7 +13,7 @@ import pytest
 
 import picpac
 from picpac.errors import PathExistsError, PicPacValueError
-from picpac.tools.dump import dump, load_config
+from picpac.tools.dump import annotated_config, drawn_samples, dump, load_config
 
 from helpers import png, run_console
 
@@ -158,3 +158,23 @@ def test_a_bad_key_is_one_line_and_leaves_nothing(tmp_path):
     assert done.returncode == 2
     assert done.stderr == ("picpac: error: unknown config key 'resize_widht'; did you mean 'resize_width'?\n")
     assert sorted(os.listdir(tmp_path)) == ["boxes.picpac"]
+
+
+def test_a_detection_sample_shows_the_box_of_its_turned_shape(tmp_path):
+    boxes_db(tmp_path / "boxes.picpac")
+    config = annotated_config({"task": "detect", "perturb": True, "pert_angle": 40, "seed": 4, "loop": False},
+                              ["image", "annotation"])
+    with picpac.ImageStream(tmp_path / "boxes.picpac", **config) as stream:
+        batch = next(stream)
+        c = stream.config
+    (picture, record, label), = drawn_samples(batch, c, [], "labels")
+    box = batch[1][0, 0]
+    assert (record, label) == (0, 3.0) and box[0] == 1 and abs(box[3] - box[1]) > 31  # turned: a larger box
+    x1, y1, x2, y2 = (round(v) for v in box[1:])
+    green = [0, 200, 0]
+    for y in range(y1 + 8, y2 - 8):
+        assert picture[y, x1].tolist() == green and picture[y, x2 - 1].tolist() == green
+    for x in range(x1, x2):
+        assert picture[y2 - 1, x].tolist() == green
+    plain, = drawn_samples(batch, c, [], "labels", annotations=False)
+    assert plain[0][y1 + 8:y2 - 8, x1].max() == 0  # the stream's own pixels: black there

@@ -1,6 +1,7 @@
 """`picpac explore`: a real server on loopback, real HTTP requests, exact answers (docs/explore.md)."""
 from __future__ import annotations
 
+import html as html_module
 import http.client
 import io
 import json
@@ -167,6 +168,29 @@ def test_grid_filters(server, db):
     assert bad[0] == 200 and b"fold must be in [0, 2]" in bad[1] and grid_ids(bad[1].decode()) == []
 
 
+def links(html: str, id_: str) -> dict[str, str]:
+    """The text of each link of the paragraph ``id_`` and where it goes."""
+    paragraph = re.search(rf'<p class="links" id="{id_}">(.*?)</p>', html, re.S).group(1)
+    return {text: href.replace("&amp;", "&") for href, text in re.findall(r'<a href="([^"]+)"[^>]*>([^<]+)</a>',
+                                                                          paragraph)}
+
+
+def test_grid_class_and_fold_links_filter_it(server, db):
+    html = server.text("/grid?meta=kind%3Dodd")
+    classes, folds = links(html, "class-links"), links(html, "fold-links")
+    assert list(classes) == ["all", "0 zero", "1 one", "2 two"]
+    assert list(folds) == ["all"] + [f"{f} of 5" for f in range(5)]
+    assert "(43)" in html and "(42)" in html
+    assert grid_ids(server.text(classes["1 one"])) == [1, 7, 13, 19, 25, 31, 37, 43, 49, 55, 61, 67, 73, 79, 85, 91,
+                                                       97, 103, 109, 115, 121, 127]  # label 1 and meta kind=odd
+    with picpac.Reader(db) as r:
+        held_out = select(assign_folds(r.labels, r.groups, 5, 2016), 5, 3, negate=True).tolist()
+    assert grid_ids(server.text(folds["3 of 5"] + "&meta=")) == held_out
+    on = server.text(folds["3 of 5"])
+    assert re.findall(r'class="on">([^<]*)</a>', on) == ["all", "3 of 5"]
+    assert list(links(server.text("/grid?split=3&fold=1"), "fold-links")) == ["all", "0 of 3", "1 of 3", "2 of 3"]
+
+
 def test_record_page_escapes_meta(server, db):
     html = server.text("/record/5")
     assert "&lt;script&gt;" in html and "<script>alert" not in html
@@ -201,8 +225,9 @@ def test_augmentation_pixels_equal_the_stream(server, db):
     text = ("seed: 7\nbatch: 4\nresize_width: 96\nresize_height: 80\nperturb: true\npert_hflip: true\n"
             "pert_angle: 20\npert_color1: 10\npert_min_scale: 0.8\npert_max_scale: 1.3\nsplit: 3\nsplit_fold: 1\n")
     html = server.text("/augment?" + urllib.parse.urlencode({"config": text}))
-    srcs = re.findall(r'<img src="(/augment/[0-9a-f]{20}/\d\.png)"', html)
-    assert len(srcs) == 4
+    srcs = re.findall(r'<a href="(/augment/[0-9a-f]{20}/\d\.png)" class="exact">', html)
+    drawn = re.findall(r'<img src="(/augment/[0-9a-f]{20}/\d-drawn\.png)"', html)  # (the records have annotations)
+    assert len(srcs) == 4 and drawn == [src.replace(".png", "-drawn.png") for src in srcs]
     with picpac.ImageStream(db, seed=7, batch=4, resize_width=96, resize_height=80, perturb=True, pert_hflip=True,
                             pert_angle=20, pert_color1=10, pert_min_scale=0.8, pert_max_scale=1.3, split=3, split_fold=1,
                             loop=False, dtype="uint8", order="NHWC", colorspace="RGB") as stream:
@@ -215,7 +240,63 @@ def test_augmentation_pixels_equal_the_stream(server, db):
         pixels = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
         assert pixels.shape == (80, 96, 3)
         np.testing.assert_array_equal(pixels, images[k])
-    assert f"label {float(labels[0])}" in html
+        status, body, headers = server.get(drawn[k])
+        assert status == 200 and headers["content-type"] == "image/png"
+        over = np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+        assert over.shape == (80, 96, 3) and 0 < (over != images[k]).any(2).mean() < 0.5  # the boxes and the label
+    assert f"label {int(labels[0])}" in html
+
+
+def reply(server, **query: str) -> tuple[int, dict]:
+    status, body, headers = server.get("/augment.json?" + urllib.parse.urlencode(query))
+    assert headers["content-type"] == "application/json"
+    return status, json.loads(body)
+
+
+def samples_of(server, answer: dict) -> list[np.ndarray]:
+    from PIL import Image
+
+    pngs = [server.get(f"/augment/{answer['digest']}/{s['k']}.png")[1] for s in answer["samples"]]
+    return [np.asarray(Image.open(io.BytesIO(data)).convert("RGB")) for data in pngs]
+
+
+def test_a_control_edits_the_configs_line_and_runs_it(server, db):
+    text = "seed: 7  # mine\nbatch: 3\nresize_width: 64\nresize_height: 48\nperturb: true\npert_angle: 10\n"
+    status, answer = reply(server, config=text, set=json.dumps({"pert_angle": 40, "pert_vflip": True}))
+    assert status == 200 and answer["error"] is None
+    assert answer["config"] == text.replace("pert_angle: 10", "pert_angle: 40") + "pert_vflip: true\n"
+    assert answer["values"]["pert_angle"] == 40.0 and answer["values"]["pert_vflip"] is True
+    with picpac.ImageStream(db, seed=7, batch=3, resize_width=64, resize_height=48, perturb=True, pert_angle=40,
+                            pert_vflip=True, loop=False, dtype="uint8", order="NHWC", colorspace="RGB") as stream:
+        images, labels, _ = next(iter(stream))
+    assert [s["label"] for s in answer["samples"]] == [str(int(v)) for v in labels]
+    assert all(s["shapes"].endswith(")") or "shape" in s["shapes"] for s in answer["samples"])
+    for got, want in zip(samples_of(server, answer), images):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_a_reroll_runs_the_config_with_a_new_seed(server):
+    text = "seed: 7\nbatch: 2\nresize_width: 64\nresize_height: 48\nperturb: true\npert_angle: 90\n"
+    _, first = reply(server, config=text)
+    status, rolled = reply(server, config=text, reroll="1")
+    seed = int(re.search(r"^seed: (\d+)$", rolled["config"], re.M).group(1))
+    assert status == 200 and seed != 7 and rolled["values"]["seed"] == seed
+    assert rolled["config"] == text.replace("seed: 7", f"seed: {seed}") and rolled["digest"] != first["digest"]
+    assert any((a != b).any() for a, b in zip(samples_of(server, first), samples_of(server, rolled)))
+
+
+def test_a_fold_link_runs_that_fold_without_a_script(server, db):
+    text = "seed: 5\nbatch: 4\nshuffle: false\nresize_width: 32\nresize_height: 32\n"
+    page = server.text("/augment?" + urllib.parse.urlencode({"config": text}))
+    fold = links(page, "folds")["fold 2 of 5"]
+    answer = server.text(html_module.unescape(fold))
+    shown = html_module.unescape(re.search(r'rows="12">(.*?)</textarea>', answer, re.S).group(1))
+    assert shown == text + "split: 5\nsplit_fold: 2\nsplit_negate: true\n"
+    assert re.findall(r'class="on">([^<]*)</a>', answer) == ["fold 2 of 5"]
+    with picpac.ImageStream(db, seed=5, batch=4, shuffle=False, split=5, split_fold=2, split_negate=True,
+                            resize_width=32, resize_height=32, loop=False) as stream:
+        labels = next(iter(stream))[1]
+    assert re.findall(r"<br>label (\d+)", answer) == [str(int(v)) for v in labels]
 
 
 TRAVERSALS = ["/../../etc/passwd", "/record/../../etc/passwd", "/record/..%2f..%2fetc%2fpasswd",
@@ -453,7 +534,7 @@ def test_a_size_step_the_estimate_cannot_see_is_refused_past_the_output_limit(se
     started = augmenter.started
     status, body, _ = server.get(augment_path(HIDDEN_RESIZE))
     assert status == 400 and augmenter.started == started + 1  # the estimate let it through; the run refused it
-    assert re.fullmatch(r"config refused: the run's PNGs add up to [\d,]+ bytes after 2 of 2 samples, more than the "
+    assert re.fullmatch(r"config refused: the run's PNGs add up to [\d,]+ bytes after 1 of 2 samples, more than the "
                         r"explorer's 1 MiB per run; lower 'batch' or the size \(.*sometimes.*\)", error_of(body))
 
 

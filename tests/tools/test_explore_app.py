@@ -78,12 +78,23 @@ def app(db):
 
 
 @pytest.mark.parametrize("target", ["/", "/grid", "/record/0", "/thumb/0.jpg", "/image/0.png", "/augment",
-                                    "/record/99", "/nowhere", "/thumb/1.jpg"])
+                                    "/record/99", "/nowhere", "/thumb/1.jpg", "/static/explore.js",
+                                    "/augment.json?set=x"])
 def test_every_answer_carries_the_security_headers(app, target):
     status, headers, _ = get(app, target)
-    assert status in (200, 404)
+    assert status in (200, 400, 404)
     for name, value in HEADERS.items():
         assert headers[name.lower()] == value, (target, name)
+
+
+def test_the_one_script_is_the_apps_own_file_and_the_policy_runs_no_other(app):
+    status, headers, body = get(app, "/static/explore.js")
+    assert status == 200 and headers["content-type"].startswith("text/javascript")
+    assert body == (app_module.pathlib.Path(app_module.__file__).parent / "static" / "explore.js").read_bytes()
+    policy = dict(part.strip().split(" ", 1) for part in headers["content-security-policy"].split(";"))
+    assert policy["default-src"] == "'none'" and policy["script-src"] == "'self'" and policy["connect-src"] == "'self'"
+    for target in ("/static/other.js", "/static/", "/static/explore.js/x", "/static/%2e%2e/app.py"):
+        assert get(app, target)[0] == 404, target
 
 
 def test_a_post_is_not_found(app):
@@ -169,6 +180,20 @@ def test_the_augment_page_without_a_config_shows_the_default(app):
     assert status == 200 and error_of(body) is None
     assert re.search(r'<textarea name="config" id="config" rows="12">(.*?)</textarea>', body.decode(), re.S).group(1) \
         == DEFAULT_CONFIG
+
+
+def test_an_edit_a_page_may_not_send_is_a_400_in_json(app):
+    status, headers, body = get(app, "/augment.json?" + urlencode({"config": "seed: 1", "set": '{"mixin": "/x"}'}))
+    reply = json.loads(body)
+    assert status == 400 and headers["content-type"] == "application/json"
+    assert reply["error"].startswith("config refused: an edit may set only the page's controls")
+    assert (reply["config"], reply["digest"], reply["samples"]) == ("seed: 1", "", [])
+    assert reply["values"]["seed"] == 1 and len(reply["folds"]) == 6
+
+
+def test_the_grid_has_no_class_links_when_labels_are_not_classes(app):
+    html = get(app, "/grid")[2].decode()  # labels 1, 7, 0, 0.5, 0: not all integers
+    assert 'id="class-links"' not in html and len(re.findall(r"of 5</a>", html)) == 5
 
 
 def test_a_refused_config_is_a_400_saying_so(app):

@@ -18,8 +18,8 @@ pytest.importorskip("yaml")
 import picpac  # noqa: E402
 from picpac.errors import PicPacError  # noqa: E402
 from picpac.tools.explore import augment  # noqa: E402
-from picpac.tools.explore.augment import (FIXED, MAX_DEPTH, MAX_PIXELS, Augmenter, ConfigRefused, check_cost,  # noqa: E402
-                                          config_digest, encode_png, exchange, load_config)
+from picpac.tools.explore.augment import (FIXED, MAX_DEPTH, MAX_PIXELS, Augmenter, ConfigRefused, Names,  # noqa: E402
+                                          check_cost, config_digest, encode_png, exchange, load_config)
 
 from helpers import make_db  # noqa: E402
 
@@ -142,25 +142,78 @@ def test_encode_png_is_the_samples_rgb_pixels(shape):
 
 
 CHILD = [sys.executable, "-c", "from picpac.tools.explore.augment import child; child()"]
+SHAPES = Names(("image", "annotation"), ("background", "box", "dot"), "shapes")
 
 
-def run_child(path, config: dict, output: int = 1 << 20) -> tuple:
-    done = subprocess.run(CHILD, input=pickle.dumps((str(path), config, 1 << 30, output)), capture_output=True,
+def run_child(path, config: dict, output: int = 1 << 20, names: Names = Names(("image",))) -> tuple:
+    done = subprocess.run(CHILD, input=pickle.dumps((str(path), config, 1 << 30, output, names)), capture_output=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     return pickle.loads(done.stdout)
 
 
+def bgr(data: bytes) -> np.ndarray:
+    return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR)
+
+
 def test_a_run_replies_the_streams_first_batch_as_pngs(tmp_path):
-    db = make_db(tmp_path / "db.picpac", n=6, size=(8, 6))
+    db = make_db(tmp_path / "db.picpac", n=6, size=(40, 30))
     config = load_config("seed: 4\nbatch: 3\npert_hflip: true\nperturb: true")[0]
     kind, outputs = run_child(db, config)
     assert kind == "ok" and len(outputs) == 3
     with picpac.ImageStream(db, **config) as stream:
         images, labels, _ = next(iter(stream))
-    for (data, label, width, height), image, want in zip(outputs, images, labels):
-        back = cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
-        assert np.array_equal(back, image) and (label, width, height) == (float(want), 8, 6)
+    for output, image, want in zip(outputs, images, labels):
+        back = cv2.cvtColor(bgr(output["png"]), cv2.COLOR_BGR2RGB)
+        assert np.array_equal(back, image)
+        assert (output["label"], output["shapes"], output["width"], output["height"]) == (float(want), "", 40, 30)
+        drawn = cv2.cvtColor(bgr(output["drawn"]), cv2.COLOR_BGR2RGB)
+        # no annotations: the label is written in the corner, every other pixel is the stream's
+        assert not np.array_equal(drawn[:16, :16], image[:16, :16])
+        assert np.array_equal(drawn[16:], image[16:]) and np.array_equal(drawn[:, 16:], image[:, 16:])
+
+
+def shapes_db(path) -> str:
+    """Three flat grey 80x64 PNGs labelled 0, 1, 2, each with a box (class 1) at x 10..40, y 8..48 and a point
+    (class 2) at (60, 50)."""
+    shapes = {"shapes": [{"type": "rect", "label": 1, "geometry": {"x": 10 / 80, "y": 8 / 64, "width": 30 / 80,
+                                                                     "height": 40 / 64}},
+                         {"type": "point", "label": 2, "geometry": {"x": 60 / 80, "y": 50 / 64}}]}
+    with picpac.Writer(path, metadata={"classes": list(SHAPES.classes)}) as w:
+        for i in range(3):
+            w.append(image=cv2.imencode(".png", np.full((64, 80, 3), 40, np.uint8))[1].tobytes(),
+                     annotation=json.dumps(shapes).encode(), label=i)
+    return str(path)
+
+
+@pytest.mark.parametrize("keys", ["task: detect\nannotate: json", "task: keypoints\nannotate: json",
+                                  "task: segment\nannotate: json", "annotate: json", ""])
+def test_a_run_draws_boxes_with_their_classes_and_points_for_every_task(tmp_path, keys):
+    db = shapes_db(tmp_path / "shapes.picpac")
+    kind, outputs = run_child(db, load_config(f"batch: 2\nshuffle: false\n{keys}")[0], names=SHAPES)
+    assert kind == "ok" and [o["label"] for o in outputs] == [0.0, 1.0]
+    for output in outputs:
+        assert output["shapes"] == "2 shapes: 1 box, 2 dot"
+        assert (bgr(output["png"]) == 40).all()  # the stream's pixels: no drawing
+        drawn = bgr(output["drawn"])
+        assert drawn[28, 10].tolist() == [0, 200, 0] and drawn[28, 39].tolist() == [0, 200, 0]  # the box, class 1
+        assert drawn[28, 11:39].tolist() == [[40, 40, 40]] * 28  # its inside
+        assert drawn[50, 58].tolist() == [255, 0, 0] and drawn[50, 62].tolist() == [255, 0, 0]  # the point, class 2
+        assert (drawn[:8, 12:40] != 40).any()  # the caption "1 box" above the box
+
+
+def test_a_run_blends_a_mask_in(tmp_path):
+    mask = np.zeros((30, 40), np.uint8)
+    mask[16:28, 16:36] = 2  # (clear of the label in the top left corner)
+    with picpac.Writer(tmp_path / "masks.picpac") as w:
+        w.append(image=cv2.imencode(".png", np.zeros((30, 40, 3), np.uint8))[1].tobytes(),
+                 mask=cv2.imencode(".png", mask)[1].tobytes())
+    kind, outputs = run_child(tmp_path / "masks.picpac", load_config("batch: 1")[0],
+                              names=Names(("image", "mask")))
+    assert kind == "ok" and (bgr(outputs[0]["png"]) == 0).all()
+    drawn = bgr(outputs[0]["drawn"])
+    assert (drawn[16:28, 16:36] == [128, 0, 0]).all()  # class 2's blue, half and half with black
+    assert (drawn[16:, :16] == 0).all() and (drawn[:, 36:] == 0).all() and (drawn[:16, 16:] == 0).all()
 
 
 def test_a_run_refuses_pngs_past_its_output_bound(tmp_path):

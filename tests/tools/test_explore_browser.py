@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import urllib.parse
 import urllib.request
 from pathlib import Path
 
@@ -126,3 +127,90 @@ def test_overview_grid_record_augmentation(server, browser, tmp_path):
     browser.find_element(By.ID, "run").click()
     error = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "error"))
     assert "config key 'mixin' is not allowed" in error.text
+
+
+def pixels_of(url: str):
+    import cv2
+    import numpy as np
+
+    with urllib.request.urlopen(url, timeout=30) as answer:
+        return cv2.imdecode(np.frombuffer(answer.read(), np.uint8), cv2.IMREAD_COLOR)
+
+
+DETECT = ("seed: 3\nbatch: 4\nshuffle: false\nresize_width: 224\nresize_height: 224\ntask: detect\nannotate: json\n"
+          "perturb: true\npert_angle: 0\n")
+
+
+def test_the_augmentation_controls_edit_the_config_and_redraw(server, browser, tmp_path):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    def settled(old: str) -> list:
+        """The samples once a run other than ``old`` is shown and its pictures have loaded."""
+        WebDriverWait(browser, 60).until(lambda b: b.find_element(By.ID, "samples").get_attribute("data-digest")
+                                         not in ("", old))
+        images = browser.find_elements(By.CSS_SELECTOR, "#samples img")
+        WebDriverWait(browser, 60).until(lambda b: all(loaded(b, img) for img in images))
+        return images
+
+    def digest() -> str:
+        return browser.find_element(By.ID, "samples").get_attribute("data-digest")
+
+    def config() -> str:
+        return browser.find_element(By.ID, "config").get_attribute("value")
+
+    browser.get(server + "/augment?" + urllib.parse.urlencode({"config": DETECT}))
+    images = settled("")
+    assert len(images) == 4 and all(img.get_attribute("src").endswith("-drawn.png") for img in images)
+    captions = [span.text for span in browser.find_elements(By.CSS_SELECTOR, "#samples .shapes")]
+    assert len(captions) == 4 and all(re.match(r"\d+ shapes?: \d+ [a-z]", text) for text in captions), captions
+    exact = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#samples a.exact")]
+    drawn = [pixels_of(img.get_attribute("src")) for img in images]
+    for picture, plain in zip(drawn, exact):  # boxes and captions drawn over the stream's pixels
+        assert picture.shape == (224, 224, 3) and 0 < (picture != pixels_of(plain)).any(2).mean() < 0.5
+
+    first = digest()
+    browser.find_element(By.ID, "c-pert_angle").send_keys(Keys.END)  # the slider to its end: 180 degrees
+    images = settled(first)
+    assert "pert_angle: 180\n" in config() and browser.find_element(By.ID, "v-pert_angle").text == "180"
+    turned = [pixels_of(img.get_attribute("src")) for img in images]
+    assert any((a != b).any() for a, b in zip(drawn, turned))
+    assert "draw=1" in browser.current_url and "pert_angle%3A+180" in browser.current_url
+    shot(browser, tmp_path, "augment-controls")
+
+    before = digest()
+    browser.find_element(By.ID, "c-pert_hflip").click()
+    settled(before)
+    assert "pert_hflip: true\n" in config()
+
+    before = digest()
+    Select(browser.find_element(By.ID, "c-task")).select_by_value("keypoints")
+    settled(before)
+    assert 'task: "keypoints"\n' in config() and "task: detect" not in config()
+
+    before = digest()
+    browser.find_element(By.ID, "reroll").click()
+    settled(before)
+    seed = int(re.search(r"^seed: (\d+)$", config(), re.M).group(1))
+    assert seed != 3 and browser.find_element(By.ID, "c-seed").get_attribute("value") == str(seed)
+
+    before = digest()
+    browser.find_element(By.LINK_TEXT, "fold 1 of 5").click()
+    settled(before)
+    assert "split: 5\nsplit_fold: 1\nsplit_negate: true\n" in config()
+    assert browser.find_element(By.CSS_SELECTOR, "#folds a.on").text == "fold 1 of 5"
+
+    browser.find_element(By.ID, "draw").click()  # annotations off: the stream's own pixels
+    images = browser.find_elements(By.CSS_SELECTOR, "#samples img")
+    WebDriverWait(browser, 30).until(lambda b: all(not img.get_attribute("src").endswith("-drawn.png")
+                                                   for img in images))
+    plain = [a.get_attribute("href") for a in browser.find_elements(By.CSS_SELECTOR, "#samples a.exact")]
+    assert [img.get_attribute("src") for img in images] == plain and "draw=0" in browser.current_url
+
+    box = browser.find_element(By.ID, "config")
+    box.send_keys("mixin: /etc/passwd\n")
+    browser.find_element(By.ID, "run").click()
+    error = WebDriverWait(browser, 30).until(lambda b: b.find_element(By.ID, "error"))
+    assert error.text.startswith("config refused: config key 'mixin' is not allowed")
+    assert browser.find_elements(By.CSS_SELECTOR, "#samples img") == []

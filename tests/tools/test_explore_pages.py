@@ -3,7 +3,10 @@ class names, errors, the database's name), and a value a template needs but was 
 never an empty cell."""
 from __future__ import annotations
 
+import html as html_module
+import json
 import re
+from urllib.parse import parse_qs, urlencode
 
 import jinja2
 import pytest
@@ -23,7 +26,9 @@ def record_values(**changes) -> dict:
 def grid_values(**changes) -> dict:
     values = dict(q={"label": "", "split": "", "fold": "", "seed": "", "meta": MARKUP}, per=2, ids=[4, 7],
                   labels=["1", "nan"], total=9, start=2, next=4, prev=0, link=lambda position: f"start={position}",
-                  max_scan=20000, db_name="db.picpac")
+                  max_scan=20000, db_name="db.picpac", classes=[{"label": "0", "name": MARKUP, "count": 5},
+                                                                {"label": "1", "name": "", "count": 4}],
+                  folds=3, split=3, filtered=lambda **changes: urlencode(changes))
     return {**values, **changes}
 
 
@@ -61,6 +66,15 @@ def test_grid_cells_and_links():
     assert re.findall(r"<br>label ([^<]*)</div>", html) == ["1", "nan"]
     assert 'id="prev" href="/grid?start=0"' in html and 'id="next" href="/grid?start=4"' in html
     assert "9 records selected; showing 2-4" in html and ESCAPED in html and "<script>" not in html
+    assert re.findall(r'<a href="/grid\?([^"]*)"[^>]*>([^<]*)</a>', html) == [
+        ("label=", "all"), ("label=0", f"0 {ESCAPED}"), ("label=1", "1"), ("split=&amp;fold=", "all"),
+        ("split=3&amp;fold=0", "0 of 3"), ("split=3&amp;fold=1", "1 of 3"), ("split=3&amp;fold=2", "2 of 3")]
+    assert 'class="on">all</a>' in html  # no label filter: "all" is on
+
+
+def test_the_grid_shows_its_filters_link_as_on():
+    html = render("grid", **grid_values(q={"label": "1", "split": "3", "fold": "2", "seed": "", "meta": ""}))
+    assert re.findall(r'<a href="[^"]*" class="on">([^<]*)</a>', html) == ["1", "2 of 3"]
 
 
 def test_grid_of_a_meta_filter_says_how_far_it_reads():
@@ -69,13 +83,45 @@ def test_grid_of_a_meta_filter_says_how_far_it_reads():
     assert 'id="prev"' not in html and 'id="next"' not in html
 
 
+def augment_values(**changes) -> dict:
+    from picpac.tools.explore.controls import CONTROLS, control_values, fold_links
+
+    values = dict(text=MARKUP, samples=[{"k": 0, "label": "1", "shapes": ""}, {"k": 1, "label": "2", "shapes": MARKUP}],
+                  digest="0123456789abcdef0123", db_name="db", controls=CONTROLS,
+                  values=control_values("pert_angle: 20\ntask: detect\npert_hflip: true"), folds=fold_links(""),
+                  draw=False, json=json.dumps)
+    return {**values, **changes}
+
+
 def test_augment_page_shows_the_samples_of_a_run():
-    html = render("augment", text=MARKUP, samples=[{"k": 0, "label": 1.0}, {"k": 1, "label": 2.0}],
-                  digest="0123456789abcdef0123", db_name="db")
+    html = render("augment", **augment_values())
     assert re.findall(r'<img src="(/augment/[0-9a-f]{20}/\d\.png)"', html) == ["/augment/0123456789abcdef0123/0.png",
                                                                             "/augment/0123456789abcdef0123/1.png"]
-    assert f'rows="12">{ESCAPED}</textarea>' in html
-    assert 'id="samples"' not in render("augment", text="", samples=[], digest="", db_name="db")
+    assert re.findall(r'<a href="(/augment/[0-9a-f]{20}/\d\.png)" class="exact">', html) == [
+        "/augment/0123456789abcdef0123/0.png", "/augment/0123456789abcdef0123/1.png"]
+    assert f'rows="12">{ESCAPED}</textarea>' in html and f'<span class="shapes">{ESCAPED}</span>' in html
+    assert "<script>" not in html and html.count("<script") == 1  # the one script, the app's own file
+    assert '<script src="/static/explore.js"></script>' in html
+    html = render("augment", **augment_values(draw=True))
+    assert re.findall(r'<img src="(/augment/[0-9a-f]{20}/\d-drawn\.png)"', html) == [
+        "/augment/0123456789abcdef0123/0-drawn.png", "/augment/0123456789abcdef0123/1-drawn.png"]
+    assert 'id="draw" checked>' in html
+
+
+def test_augment_page_controls_show_the_configs_values():
+    html = render("augment", **augment_values())
+    assert re.search(r'<input type="range" data-key="pert_angle" id="c-pert_angle" min="0" max="180"\s+step="1" '
+                     r'value="20.0"><output id="v-pert_angle">20.0</output>', html)
+    assert '<input type="checkbox" data-key="pert_hflip" id="c-pert_hflip" checked>' in html
+    assert '<input type="checkbox" data-key="pert_vflip" id="c-pert_vflip">' in html
+    assert '<option value="detect" selected>detect</option>' in html and '<option value="">(default)</option>' in html
+    assert '<button type="submit" name="reroll" value="1" id="reroll">' in html
+    links = re.findall(r'<a href="/augment\?([^"]*)"\s+data-set="([^"]*)"[^>]*>([^<]*)</a>', html)
+    assert [text for _, _, text in links] == ["all records"] + [f"fold {f} of 5" for f in range(5)]
+    query, edit, _ = links[2]
+    assert html_module.unescape(edit) == '{"split": 5, "split_fold": 1, "split_negate": true}'
+    assert parse_qs(html_module.unescape(query)) == {"config": [MARKUP], "set": [html_module.unescape(edit)],
+                                                     "draw": ["0"]}
 
 
 def overview_values() -> dict:
@@ -99,6 +145,7 @@ def test_overview_page():
 @pytest.mark.parametrize("name, values", [
     ("record", {k: v for k, v in record_values().items() if k != "n"}),
     ("grid", {k: v for k, v in grid_values().items() if k != "labels"}),
+    ("augment", {k: v for k, v in augment_values().items() if k != "values"}),
     ("overview", {k: v for k, v in overview_values().items() if k != "folds"}),
     ("not_found", {}),
 ])

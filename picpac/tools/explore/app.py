@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pathlib
 import re
 import threading
 from typing import Any
@@ -16,7 +17,7 @@ from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import HTMLResponse, JSONResponse, Response
 from starlette.routing import Route
 
 from ...errors import CorruptRecordError, PicPacError
@@ -24,7 +25,8 @@ from ...file.layout import NO_GROUP
 from ...file.remote import RemoteOptions
 from ...image.headers import image_size
 from .. import info as info_module
-from .augment import DEFAULT_CONFIG, MAX_SECONDS, Augmenter, RunFailed, RunStopped
+from .augment import DEFAULT_CONFIG, MAX_SECONDS, Augmenter, Names, RunFailed, RunStopped
+from .controls import CONTROLS, control_values, edit_config, fold_links, parse_updates, reroll
 from .index import MAX_SCAN, DbIndex, parse_filter
 from .overview import bars, overview, probe_sizes
 from .pages import render
@@ -33,10 +35,16 @@ from .thumbnails import LRUBytes, NoImage, annotated, thumbnail
 PER_PAGE = 60
 MAX_PER_PAGE = 500
 MAX_TEXT_SHOWN = 20_000
+MAX_CLASS_LINKS = 100
+"""The grid links to the first this many labels (the label filter takes any)."""
+GRID_FOLDS = 5
+"""The folds the grid links to while it shows no split."""
+SCRIPT = (pathlib.Path(__file__).parent / "static" / "explore.js").read_bytes()
+"""The one script the pages load (the augmentation page's controls), served by the app itself."""
 _DIGEST = re.compile(r"[0-9a-f]{20}")
 HEADERS = {
-    "Content-Security-Policy": "default-src 'none'; img-src 'self'; style-src 'unsafe-inline'; form-action 'self'; "
-                               "frame-ancestors 'none'; base-uri 'none'",
+    "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self'; "
+                               "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
     "X-Content-Type-Options": "nosniff",
     "Referrer-Policy": "no-referrer",
     "Cache-Control": "no-store",
@@ -72,7 +80,11 @@ class Explorer:
         self.name = os.path.basename(self.reader.path)
         self.thumbs = LRUBytes()
         storage = {"storage_options": remote.storage_options} if remote is not None else {}
-        self.augmenter = Augmenter(self.reader.path, lambda: self.sizes()["sizes"], augment_seconds, storage)
+        self.classes_of = info_module.what_classes_name(self.reader.metadata.get("source"))
+        names = Names(tuple(self.reader.fields), tuple(self.reader.classes), self.classes_of)
+        self.annotated = bool({"annotation", "mask"} & set(self.reader.fields))
+        """Whether the records have annotations to draw (the augmentation page then draws them by default)."""
+        self.augmenter = Augmenter(self.reader.path, lambda: self.sizes()["sizes"], augment_seconds, storage, names)
         self._overview: dict[str, Any] | None = None
         self._sizes: dict[str, Any] | None = None
         self._lock = threading.Lock()
@@ -90,6 +102,12 @@ class Explorer:
             if self._overview is None:
                 self._overview = overview(self.index, sizes)
             return self._overview
+
+    def class_links(self) -> list[dict[str, Any]]:
+        """The grid's class links: each label of the records (the first MAX_CLASS_LINKS), its name and count."""
+        classes = self.reader.classes if self.classes_of == "labels" else []
+        return [{"label": str(int(v)), "name": classes[int(v)] if 0 <= v < len(classes) else "", "count": int(n)}
+                for v, n in zip(self.index.label_values[:MAX_CLASS_LINKS], self.index.label_counts)]
 
     def record_id(self, request: Request) -> int:
         i = request.path_params["i"]
@@ -150,10 +168,15 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         def link(position: int) -> str:
             return urlencode({**{k: v for k, v in shown.items() if v}, "per": per, "start": position})
 
+        def filtered(**changes: str) -> str:
+            return urlencode({**{k: v for k, v in {**shown, **changes}.items() if v}, "per": per})
+
         previous = max(start - per, 0) if start > 0 and total is not None else None
         labels = [_label_text(ex.index.labels.item(i)) for i in ids]
+        folds = int(shown["split"]) if shown["split"].isdigit() and int(shown["split"]) > 1 else GRID_FOLDS
         return ex.page("grid", q=shown, per=per, ids=ids, labels=labels, total=total, start=start, next=after,
-                       prev=previous, link=link, max_scan=MAX_SCAN, error=error)
+                       prev=previous, link=link, max_scan=MAX_SCAN, error=error, filtered=filtered,
+                       classes=ex.class_links(), folds=min(folds, MAX_CLASS_LINKS), split=folds)
 
     def record(request: Request) -> Response:
         i = ex.record_id(request)
@@ -164,7 +187,7 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
                 "offset": int(entry["offset"]), "size": int(entry["size"]), "checksum": f"{int(entry['checksum']):08x}",
                 "fields": [], "meta": "", "annotation": None}
         classes = reader.classes
-        if info_module.what_classes_name(reader.metadata.get("source")) == "labels" and _integral(label) \
+        if ex.classes_of == "labels" and _integral(label) \
                 and 0 <= label < len(classes):
             info["name"] = classes[int(label)] or None
         error = None
@@ -194,12 +217,18 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         except (NoImage, PicPacError, ValueError):
             raise HTTPException(404) from None
 
-    async def augment(request: Request) -> Response:
-        text = request.query_params.get("config")
-        if text is None:
-            return ex.page("augment", text=DEFAULT_CONFIG, samples=[], digest="")
+    async def attempt(request: Request) -> tuple[int, dict[str, Any]]:
+        """A request's run: its config text (``config``, else the default) with its edit (``set``, a JSON object)
+        and re-roll (``reroll=1``) made; (status, what the page shows)."""
+        q = request.query_params
+        text = q.get("config", DEFAULT_CONFIG)
         error, digest, samples = None, "", []
         try:
+            updates = parse_updates(q["set"]) if "set" in q else {}
+            if q.get("reroll") == "1":
+                updates.update(reroll())
+            if updates:
+                text = edit_config(text, updates)
             digest, samples = await ex.augmenter.run(text, request.is_disconnected)
         except RunStopped as exc:  # a run that ended without its answer: not a refused config
             error = str(exc)
@@ -209,22 +238,46 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
             error = f"the stream failed: {exc}"
         except Exception as exc:
             error = f"the stream failed: {type(exc).__name__}: {exc}"
-        return ex.page("augment", status=200 if error is None else 400, text=text, samples=samples,
-                       digest=digest, error=error)
+        samples = [{**s, "label": _label_text(s["label"])} for s in samples]
+        return (200 if error is None else 400), {"config": text, "values": control_values(text),
+                                                 "folds": fold_links(text), "digest": digest, "samples": samples,
+                                                 "error": error}
 
-    def augment_png(request: Request) -> Response:
-        digest, k = request.path_params["digest"], request.path_params["k"]
-        data = ex.augmenter.png(digest, k) if _DIGEST.fullmatch(digest) else None
-        if data is None:
-            raise HTTPException(404)
-        return Response(data, media_type="image/png")
+    async def augment(request: Request) -> Response:
+        q = request.query_params
+        draw = q["draw"] == "1" if "draw" in q else ex.annotated
+        if not {"config", "set", "reroll"} & set(q):
+            return ex.page("augment", text=DEFAULT_CONFIG, samples=[], digest="", values=control_values(DEFAULT_CONFIG),
+                           folds=fold_links(DEFAULT_CONFIG), controls=CONTROLS, draw=draw, json=json.dumps)
+        status, shown = await attempt(request)
+        return ex.page("augment", status=status, text=shown["config"], samples=shown["samples"],
+                       digest=shown["digest"], values=shown["values"], folds=shown["folds"], controls=CONTROLS,
+                       draw=draw, error=shown["error"], json=json.dumps)
+
+    async def augment_json(request: Request) -> Response:
+        status, shown = await attempt(request)
+        return JSONResponse(shown, status_code=status)
+
+    def augment_png(drawn: bool) -> Any:
+        def png(request: Request) -> Response:
+            digest, k = request.path_params["digest"], request.path_params["k"]
+            data = ex.augmenter.png(digest, k, drawn) if _DIGEST.fullmatch(digest) else None
+            if data is None:
+                raise HTTPException(404)
+            return Response(data, media_type="image/png")
+        return png
+
+    def script(request: Request) -> Response:
+        return Response(SCRIPT, media_type="text/javascript")
 
     async def not_found(request: Request, exc: Exception) -> Response:
         return ex.page("not_found", status=404)
 
     routes = [Route("/", home), Route("/grid", grid), Route("/record/{i:int}", record),
               Route("/thumb/{i:int}.jpg", thumb), Route("/image/{i:int}.png", image),
-              Route("/augment", augment), Route("/augment/{digest:str}/{k:int}.png", augment_png)]
+              Route("/augment", augment), Route("/augment.json", augment_json),
+              Route("/augment/{digest:str}/{k:int}.png", augment_png(False)),
+              Route("/augment/{digest:str}/{k:int}-drawn.png", augment_png(True)), Route("/static/explore.js", script)]
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))

@@ -16,7 +16,8 @@ StreamConfig.from_dict checks every value. The explorer then bounds the work:
   the server reads at most that much of its reply (and REPLY_MARGIN), killing it past them.
 
 The output keys are fixed (uint8, NHWC, RGB), so each served PNG holds exactly the stream's pixels for
-that config and seed."""
+that config and seed. Beside it, each sample is served drawn: its annotations (masks, shapes with their classes,
+keypoints) and its label over it, as `picpac dump` draws them."""
 from __future__ import annotations
 
 import asyncio
@@ -30,6 +31,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
@@ -41,6 +43,7 @@ from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
 from ...stream.config import StreamConfig
 from ...stream.image_stream import ImageStream
 from ...stream.processor import Processor
+from ..dump import annotated_config, class_name, drawn_samples, shape_labels
 from .thumbnails import LRUBytes
 
 MAX_TEXT = 20_000
@@ -97,9 +100,9 @@ class ConfigRefused(PicPacValueError):
     """A page's config that the explorer does not run; the message says why."""
 
 
-def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    """(the config a page's text gives, with FIXED; every key of it parsed), after every check; ConfigRefused or
-    another PicPacError otherwise."""
+def parse_text(text: str) -> dict[str, Any]:
+    """The mapping a page's config text holds (JSON when it starts with ``{``, else YAML, parsed safely), after the
+    bound on its length; ConfigRefused otherwise. Its keys and values are not checked yet."""
     if len(text) > MAX_TEXT:
         raise ConfigRefused(f"the config is {len(text):,} characters long; at most {MAX_TEXT:,} are accepted")
     try:
@@ -110,7 +113,13 @@ def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
         value = {}
     if not isinstance(value, Mapping):
         raise ConfigRefused(f"the config must be a mapping of keys to values, got {type(value).__name__}")
-    config = dict(value)
+    return dict(value)
+
+
+def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(the config a page's text gives, with FIXED; every key of it parsed), after every check; ConfigRefused or
+    another PicPacError otherwise."""
+    config = parse_text(text)
     for key in config:
         if not isinstance(key, str):
             raise ConfigRefused(f"config keys must be strings, got {key!r:.80}")
@@ -223,14 +232,24 @@ class RunFailed(Exception):
     """The stream failed inside the run (not a PicPacError): its message."""
 
 
+@dataclass(frozen=True)
+class Names:
+    """What a run needs to know of its database to draw a sample: its fields (to read the annotations it has),
+    its class names and what they name (info.what_classes_name: "labels", "shapes" or "masks")."""
+
+    fields: tuple[str, ...] = ()
+    classes: tuple[str, ...] = ()
+    classes_of: str = "labels"
+
+
 class Augmenter:
     """Runs configs on one database, one at a time, each in a child process bounded in time and memory, and
     keeps the PNGs of recent runs (bounded). ``sizes``: the database's image sizes (a sample), for the
-    estimate of a run's cost; ``seconds``: a run's time limit."""
+    estimate of a run's cost; ``seconds``: a run's time limit; ``names``: what the drawn samples need."""
 
     def __init__(self, path: str, sizes: Callable[[], list[tuple[int, int]]], seconds: float = MAX_SECONDS,
-                 keys: dict[str, Any] | None = None):
-        self.path, self.sizes, self.seconds = path, sizes, seconds
+                 keys: dict[str, Any] | None = None, names: Names = Names()):
+        self.path, self.sizes, self.seconds, self.names = path, sizes, seconds, names
         self.keys = keys or {}
         """Stream keys every run takes, whatever a page asks (how to read a database on object storage)."""
         self.cache = LRUBytes(MAX_OUTPUT_BYTES)
@@ -240,11 +259,12 @@ class Augmenter:
         self._lock = asyncio.Lock()
 
     async def run(self, text: str, gone: Callable[[], Awaitable[bool]]) -> tuple[str, list[dict[str, Any]]]:
-        """(digest, samples) for a page's config text; each sample: its index k, label, PNG size. ``gone``:
-        whether the client went away (the run then stops: Abandoned)."""
+        """(digest, samples) for a page's config text; each sample: its index k, label, the classes of its shapes
+        (text), PNG size. ``gone``: whether the client went away (the run then stops: Abandoned)."""
         config, parsed = await asyncio.to_thread(load_config, text)
         digest = config_digest(config)
-        if digest in self._runs and all(self.cache.get((digest, s["k"])) for s in self._runs[digest]):
+        if digest in self._runs and all(self.cache.get((digest, s["k"], drawn)) for s in self._runs[digest]
+                                        for drawn in (False, True)):
             return digest, self._runs[digest]
         await asyncio.to_thread(lambda: check_cost(parsed, self.sizes()))
         try:
@@ -256,9 +276,10 @@ class Augmenter:
         finally:
             self._lock.release()
         samples = []
-        for k, (png, label, width, height) in enumerate(outputs):
-            self.cache.put((digest, k), png)
-            samples.append({"k": k, "label": label, "width": width, "height": height})
+        for k, output in enumerate(outputs):
+            self.cache.put((digest, k, False), output.pop("png"))
+            self.cache.put((digest, k, True), output.pop("drawn"))
+            samples.append({"k": k, **output})
         if len(self._runs) > 64:
             self._runs.clear()
         self._runs[digest] = samples
@@ -269,7 +290,8 @@ class Augmenter:
         process = subprocess.Popen([sys.executable, "-c", f"from {__name__} import child; child()"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         self.started += 1
-        message = pickle.dumps((self.path, {**config, **self.keys}, MAX_RUN_BYTES, MAX_OUTPUT_BYTES))
+        message = pickle.dumps((self.path, {**config, **self.keys}, MAX_RUN_BYTES, MAX_OUTPUT_BYTES,
+                                self.names))
         answer = asyncio.ensure_future(asyncio.to_thread(exchange, process, message,
                                                          MAX_OUTPUT_BYTES + REPLY_MARGIN))
         try:
@@ -301,8 +323,9 @@ class Augmenter:
             raise RunFailed(value)
         return value
 
-    def png(self, digest: str, k: int) -> bytes | None:
-        return self.cache.get((digest, k))
+    def png(self, digest: str, k: int, drawn: bool = False) -> bytes | None:
+        """Sample ``k`` of run ``digest``: the stream's pixels, or ``drawn``; None when it is not in the cache."""
+        return self.cache.get((digest, k, drawn))
 
 
 def exchange(process: subprocess.Popen, message: bytes, limit: int) -> tuple[bytearray, bytes]:
@@ -350,29 +373,34 @@ def _limit_memory(extra: int, status: str = "/proc/self/status") -> None:
 
 
 def child() -> None:
-    """A run's process: reads (path, config, memory, output bytes) pickled from stdin and writes the pickled
-    reply to stdout: ("ok", [(png, label, width, height), ...]) for the first batch of ``config``, ("refused",
-    message) for a PicPacError or PNGs of more than ``output`` bytes, ("failed", message) for anything else."""
-    path, config, memory, output = pickle.load(sys.stdin.buffer)
+    """A run's process: reads (path, config, memory, output bytes, Names) pickled from stdin and writes the pickled
+    reply to stdout: ("ok", [{png, drawn, label, shapes, width, height}, ...]) for the first batch of ``config``
+    (``png``: the sample's pixels, ``drawn``: with its annotations drawn, ``shapes``: their classes as text),
+    ("refused", message) for a PicPacError or PNGs of more than ``output`` bytes, ("failed", message) for anything
+    else."""
+    path, config, memory, output, names = pickle.load(sys.stdin.buffer)
     out, sys.stdout = sys.stdout.buffer, sys.stderr  # stdout carries the reply alone
     try:
         cv2.setNumThreads(RUN_THREADS)
         _limit_memory(memory)
-        with ImageStream(path, **config) as stream:
-            images, labels, _ = next(iter(stream))
-            images = np.asarray(images)
+        with ImageStream(path, **annotated_config(config, names.fields)) as stream:
+            batch = next(iter(stream))
+            c = stream.config
+        classes = list(names.classes)
+        drawn = drawn_samples(batch, c, classes, names.classes_of)
+        table = batch[len(batch) - 2 - len(c.decode.raw)]
         outputs, total = [], 0
-        for image, label in zip(images, labels):
-            png = encode_png(image)
-            total += len(png)
+        for k, (image, (picture, _, label)) in enumerate(zip(np.asarray(batch[0]), drawn)):
+            png, drawn_png = encode_png(image), cv2.imencode(".png", picture)[1].tobytes()
+            total += len(png) + len(drawn_png)
             if total > output:
-                raise PicPacError(f"the run's PNGs add up to {total:,} bytes after {len(outputs) + 1} of "
-                                  f"{len(images)} samples, more than the explorer's {output >> 20:,} MiB per run; "
+                raise PicPacError(f"the run's PNGs add up to {total:,} bytes after {k + 1} of "
+                                  f"{len(drawn)} samples, more than the explorer's {output >> 20:,} MiB per run; "
                                   "lower 'batch' or the size (the estimate before a run does not see a size step "
                                   "after a pixel step inside sometimes, some_of or one_of)")
-            label = np.asarray(label)
-            outputs.append((png, float(label) if label.ndim == 0 else f"array {label.shape}",
-                            image.shape[1], image.shape[0]))
+            shapes = shape_caption(shape_labels(table[k, 1:]), classes if names.classes_of == "shapes" else [])
+            outputs.append({"png": png, "drawn": drawn_png, "label": label, "shapes": shapes,
+                            "width": image.shape[1], "height": image.shape[0]})
         reply: tuple[str, Any] = ("ok", outputs)
     except Exception as exc:
         text = str(exc) if isinstance(exc, PicPacError) else f"{type(exc).__name__}: {exc}"
@@ -381,6 +409,17 @@ def child() -> None:
         reply = ("refused" if isinstance(exc, PicPacError) else "failed", text)
     out.write(pickle.dumps(reply))
     out.flush()
+
+
+def shape_caption(labels: np.ndarray, classes: list[str], most: int = 6) -> str:
+    """The classes of a sample's shapes as text, the commonest first: "3 shapes: 0 person x2, 16 dog"."""
+    if not len(labels):
+        return ""
+    values, counts = np.unique(labels, return_counts=True)
+    order = np.argsort(-counts, kind="stable")[:most]
+    named = [class_name(float(values[i]), classes) + (f" x{counts[i]}" if counts[i] > 1 else "") for i in order]
+    more = ", ..." if len(values) > most else ""
+    return f"{len(labels)} shape{'s' if len(labels) > 1 else ''}: {', '.join(named)}{more}"
 
 
 def encode_png(image: np.ndarray) -> bytes:

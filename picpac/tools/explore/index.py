@@ -103,7 +103,9 @@ class DbIndex:
         self._folds: OrderedDict[tuple, np.ndarray] = OrderedDict()
         self._selections: OrderedDict[tuple, np.ndarray] = OrderedDict()
         integral = np.isfinite(self.labels) & (self.labels == np.floor(self.labels))
-        self.label_values = np.unique(self.labels[integral]) if integral.all() else np.zeros(0)
+        self.label_values, self.label_counts = (np.unique(self.labels, return_counts=True) if integral.all()
+                                                else (np.zeros(0), np.zeros(0, np.int64)))
+        """The labels of the records and how many have each, when every label is an integer (else empty)."""
 
     def __len__(self) -> int:
         return len(self.reader)

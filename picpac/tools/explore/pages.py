@@ -14,7 +14,10 @@ main{padding:12px 16px}table{border-collapse:collapse}td,th{padding:2px 10px;bor
 .grid{display:flex;flex-wrap:wrap;gap:8px}.cell{width:170px;text-align:center;font-size:12px}
 .cell img{max-width:160px;max-height:160px;display:block;margin:0 auto;background:#ddd}
 pre{background:#eee;padding:8px;overflow:auto;max-height:400px}textarea{width:100%;font-family:monospace}
-form.filters input{width:90px}.muted{color:#777}
+form.filters input{width:90px}.muted{color:#777}.links a{margin-right:4px}.links a.on{font-weight:700;color:#000}
+.controls{display:flex;flex-wrap:wrap;gap:6px 16px;margin-bottom:8px}.control{display:inline-flex;gap:4px;align-items:center}
+.control output{min-width:2.5em}.shapes{color:#555}#samples .cell{width:auto;max-width:330px}
+#samples .cell img{max-width:320px;max-height:320px}
 </style></head>
 <body><nav><a href="/" id="nav-overview">Overview</a><a href="/grid" id="nav-grid">Records</a>
 <a href="/augment" id="nav-augment">Augmentation</a><span class="muted">{{ db_name }}</span></nav>
@@ -66,6 +69,12 @@ _GRID = """{% extends "base" %}{% block title %}Records{% endblock %}{% block ma
 <label>seed <input name="seed" value="{{ q.seed }}"></label>
 <label>meta key=value <input name="meta" value="{{ q.meta }}" style="width:160px"></label>
 <label>per page <input name="per" value="{{ per }}"></label> <button id="apply">filter</button></form>
+{% if classes %}<p class="links" id="class-links">class: <a href="/grid?{{ filtered(label="") }}"{% if not q.label %} class="on"{% endif %}>all</a>
+{% for c in classes %}<a href="/grid?{{ filtered(label=c.label) }}"{% if q.label == c.label %} class="on"{% endif %}>{{ c.label }}
+{%- if c.name %} {{ c.name }}{% endif %}</a> ({{ c.count }}) {% endfor %}</p>{% endif %}
+<p class="links" id="fold-links">fold: <a href="/grid?{{ filtered(split="", fold="") }}"{% if not q.split %} class="on"{% endif %}>all</a>
+{% for f in range(folds) %}<a href="/grid?{{ filtered(split=split|string, fold=f|string) }}"
+{%- if q.split == split|string and q.fold == f|string %} class="on"{% endif %}>{{ f }} of {{ split }}</a> {% endfor %}</p>
 <p id="summary">{% if total is not none %}{{ total }} records selected; showing {{ start }}-{{ start + ids|length }}
 {% else %}{{ ids|length }} matching records from position {{ start }} (the meta filter reads at most {{ max_scan }} records a page){% endif %}</p>
 <div class="grid" id="grid">{% for i in ids %}<div class="cell" data-id="{{ i }}"><a href="/record/{{ i }}" class="rec">
@@ -93,11 +102,28 @@ _RECORD = """{% extends "base" %}{% block title %}Record {{ i }}{% endblock %}{%
 _AUGMENT = """{% extends "base" %}{% block title %}Augmentation{% endblock %}{% block main %}
 <h1>Augmentation</h1>
 <p>A stream config (YAML or JSON): augmentation, size and split keys; ImageStream runs it on this database
-and shows its first batch (uint8 RGB). The same config and seed give the same pixels in training.</p>
-<form method="get" action="/augment"><textarea name="config" id="config" rows="12">{{ text }}</textarea>
-<button id="run">run</button></form>
-{% if samples %}<div class="grid" id="samples">{% for s in samples %}<div class="cell"><img src="/augment/{{ digest }}/{{ s.k }}.png"
-alt="sample {{ s.k }}">sample {{ s.k }}<br>label {{ s.label }}</div>{% endfor %}</div>{% endif %}
+and shows its first batch (uint8 RGB). The same config and seed give the same pixels in training. The controls
+edit the config's own lines and run it at once; each picture links to the stream's exact pixels.</p>
+<form method="get" action="/augment" id="augment-form">
+<div class="controls" id="controls">{% for c in controls %}<label class="control">{{ c.key }}
+{% if c.kind == "range" %}<input type="range" data-key="{{ c.key }}" id="c-{{ c.key }}" min="{{ c.low }}" max="{{ c.high }}"
+step="{{ c.step }}" value="{{ values[c.key] }}"><output id="v-{{ c.key }}">{{ values[c.key] }}</output>
+{% elif c.kind == "toggle" %}<input type="checkbox" data-key="{{ c.key }}" id="c-{{ c.key }}"{% if values[c.key] %} checked{% endif %}>
+{% elif c.kind == "choice" %}<select data-key="{{ c.key }}" id="c-{{ c.key }}">{% for v in c.choices %}<option value="{{ v }}"
+{%- if v == values[c.key] %} selected{% endif %}>{{ v or "(default)" }}</option>{% endfor %}</select>
+{% else %}<input type="number" data-key="{{ c.key }}" id="c-{{ c.key }}" min="{{ c.low }}" max="{{ c.high }}" value="{{ values[c.key] }}">
+{% endif %}</label>{% endfor %}
+<button type="submit" name="reroll" value="1" id="reroll">re-roll the seed</button>
+<label class="control"><input type="checkbox" name="draw" value="1" id="draw"{% if draw %} checked{% endif %}> draw annotations</label></div>
+<p class="links" id="folds">{% for f in folds %}<a href="/augment?{{ {"config": text, "set": json(f.edit), "draw": "1" if draw else "0"}|urlencode }}"
+data-set="{{ json(f.edit) }}"{% if f.on %} class="on"{% endif %}>{{ f.text }}</a> {% endfor %}</p>
+<textarea name="config" id="config" rows="12">{{ text }}</textarea>
+<button id="run">run</button> <span id="status" class="muted"></span></form>
+<div class="grid" id="samples" data-digest="{{ digest }}">{% for s in samples %}<div class="cell">
+<a href="/augment/{{ digest }}/{{ s.k }}.png" class="exact"><img src="/augment/{{ digest }}/{{ s.k }}{% if draw %}-drawn{% endif %}.png"
+alt="sample {{ s.k }}" data-k="{{ s.k }}"></a>sample {{ s.k }}<br>label {{ s.label }}{% if s.shapes %}<br>
+<span class="shapes">{{ s.shapes }}</span>{% endif %}</div>{% endfor %}</div>
+<script src="/static/explore.js"></script>
 {% endblock %}"""
 
 _NOT_FOUND = """{% extends "base" %}{% block title %}Not found{% endblock %}{% block main %}<h1>Not found</h1>
