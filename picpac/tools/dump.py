@@ -100,12 +100,17 @@ def _transforms_of(config: Mapping[str, Any]) -> tuple:
     return StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms
 
 
+def names_annotations(config: Mapping[str, Any]) -> bool:
+    """Whether a config itself says which annotations to read (``annotate`` or ``annotation_field``)."""
+    return bool({"annotate", "annotation_field"} & set(config))
+
+
 def annotated_config(config: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
     """``config`` that reads a database's annotations (``annotate='any'`` when it names none and the database has
     an ``annotation`` or ``mask`` field) and ends with :func:`keep_annotations`, for :func:`drawn_samples`. The
     images it makes are ``config``'s, pixel for pixel."""
     config = dict(config)
-    if not {"annotate", "annotation_field"} & set(config) and {"annotation", "mask"} & set(fields):
+    if not names_annotations(config) and {"annotation", "mask"} & set(fields):
         config["annotate"] = "any"
     config["transforms"] = [*_transforms_of(config), keep_annotations]
     return config
@@ -131,6 +136,7 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
                                      if GROUP_OF.get(k) == "remote" or k == "timeout"}).remote_options()
     with open_database(db, check=False, remote=remote) as reader:  # a file, a URL or shards, as the stream takes
         fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
+    shape_masks = names_annotations(config)
     config = annotated_config(config, fields) if annotations else {
         **config, "transforms": [*_transforms_of(config), keep_annotations]}
     _check_out(out, overwrite)
@@ -140,7 +146,7 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
         os.mkdir(temp)
         lock = durable.lock(temp)
         try:
-            entries = _write(db, temp, config, count, annotations, classes, classes_of, progress)
+            entries = _write(db, temp, config, count, annotations, shape_masks, classes, classes_of, progress)
             _write_index(temp, db, entries)
             _replace(temp, out)
         except BaseException:
@@ -176,8 +182,8 @@ def _replace(temp: str, out: str) -> None:
         shutil.rmtree(aside, ignore_errors=True)
 
 
-def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations: bool, classes: list[str],
-           classes_of: str, progress: Progress | None) -> list[tuple[str, int, float]]:
+def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations: bool, shape_masks: bool,
+           classes: list[str], classes_of: str, progress: Progress | None) -> list[tuple[str, int, float]]:
     """Stream and write the PNGs; (name, record, label) of each."""
     entries: list[tuple[str, int, float]] = []
     with ImageStream(db, **config) as stream, bar_of(progress, count) as bar:
@@ -186,7 +192,8 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
                 batch = next(stream)
             except StopIteration:  # loop=False: one pass
                 break
-            for picture, record, label in drawn_samples(batch, stream.config, classes, classes_of, annotations):
+            for picture, record, label in drawn_samples(batch, stream.config, classes, classes_of, annotations,
+                                                        shape_masks):
                 if len(entries) == count:
                     break
                 name = f"{len(entries):05d}.png"
@@ -204,12 +211,13 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
 
 
 def drawn_samples(batch: tuple, c: StreamConfig, classes: list[str], classes_of: str,
-                  annotations: bool = True) -> list[tuple[np.ndarray, int, float]]:
+                  annotations: bool = True, shape_masks: bool = False) -> list[tuple[np.ndarray, int, float]]:
     """(picture, record, label) of each sample of ``batch`` (padding left out), from a stream of config ``c`` whose
     last transform is :func:`keep_annotations`: the picture in OpenCV's BGR, with the mask blended in, the shapes'
     outlines and classes (named by ``classes`` where ``classes_of`` is "shapes") and the record's label drawn over
     it when ``annotations``; with ``task='detect'``, the boxes the batch holds too (where the shapes were turned,
-    the boxes around them)."""
+    the boxes around them). A segmentation mask of shapes is blended in only with ``shape_masks`` (when the config
+    itself asked for them: else the outlines say the same), a mask image always."""
     processor = Processor.of(c)
     table = batch[len(batch) - 2 - len(c.decode.raw)]
     pixels = _as_bgr(np.asarray(batch[0]), processor)
@@ -219,7 +227,7 @@ def drawn_samples(batch: tuple, c: StreamConfig, classes: list[str], classes_of:
         record, label, has_shapes = table[i, 0, :3].tolist()
         picture = pixels[i]
         if annotations:
-            picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes else
+            picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes and not shape_masks else
                              _plane(mask[i], processor), label, classes, classes_of)
             if c.output.task == "detect":
                 _boxes(picture, batch[1][i, :batch[2][i]])

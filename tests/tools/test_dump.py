@@ -178,3 +178,12 @@ def test_a_detection_sample_shows_the_box_of_its_turned_shape(tmp_path):
         assert picture[y2 - 1, x].tolist() == green
     plain, = drawn_samples(batch, c, [], "labels", annotations=False)
     assert plain[0][y1 + 8:y2 - 8, x1].max() == 0  # the stream's own pixels: black there
+
+
+def test_a_segmentation_the_config_asks_for_is_blended_under_the_outline(tmp_path):
+    boxes_db(tmp_path / "boxes.picpac")
+    dump(tmp_path / "boxes.picpac", tmp_path / "out", {"loop": False, "annotate": "json"}, count=1)
+    picture = cv2.imread(str(tmp_path / "out" / "00000.png"))
+    assert (picture[14:27, 11:39] == [0, 100, 0]).all()  # label 1's green, half and half with black
+    assert picture[20, 10].tolist() == [0, 200, 0] and picture[27, 20].tolist() == [0, 200, 0]
+    assert picture[30:, :].max() == 0 and picture[:, 42:].max() == 0

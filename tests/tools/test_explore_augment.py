@@ -197,7 +197,9 @@ def test_a_run_draws_boxes_with_their_classes_and_points_for_every_task(tmp_path
         assert (bgr(output["png"]) == 40).all()  # the stream's pixels: no drawing
         drawn = bgr(output["drawn"])
         assert drawn[28, 10].tolist() == [0, 200, 0] and drawn[28, 39].tolist() == [0, 200, 0]  # the box, class 1
-        assert drawn[28, 11:39].tolist() == [[40, 40, 40]] * 28  # its inside
+        segment = "annotate" in keys and "task: detect" not in keys and "task: keypoints" not in keys
+        inside = [20, 120, 20] if segment else [40, 40, 40]  # a segmentation mask asked for: blended in green
+        assert drawn[28, 11:39].tolist() == [inside] * 28
         assert drawn[50, 58].tolist() == [255, 0, 0] and drawn[50, 62].tolist() == [255, 0, 0]  # the point, class 2
         assert (drawn[:8, 12:40] != 40).any()  # the caption "1 box" above the box
 

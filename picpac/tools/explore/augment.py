@@ -43,7 +43,7 @@ from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
 from ...stream.config import StreamConfig
 from ...stream.image_stream import ImageStream
 from ...stream.processor import Processor
-from ..dump import annotated_config, class_name, drawn_samples, shape_labels
+from ..dump import annotated_config, class_name, drawn_samples, names_annotations, shape_labels
 from .thumbnails import LRUBytes
 
 MAX_TEXT = 20_000
@@ -387,7 +387,7 @@ def child() -> None:
             batch = next(iter(stream))
             c = stream.config
         classes = list(names.classes)
-        drawn = drawn_samples(batch, c, classes, names.classes_of)
+        drawn = drawn_samples(batch, c, classes, names.classes_of, shape_masks=names_annotations(config))
         table = batch[len(batch) - 2 - len(c.decode.raw)]
         outputs, total = [], 0
         for k, (image, (picture, _, label)) in enumerate(zip(np.asarray(batch[0]), drawn)):
