@@ -32,13 +32,11 @@ from ..stream.processor import Processor
 from ..stream.image_stream import ImageStream
 from .bench import parse_settings
 from .downsize import Progress, bar_of, check_positive
+from .drawing import WHITE, blend_mask, caption, class_name, draw_boxes, draw_shapes
 from .info import what_classes_name
 
 DENSE_KEY = "picpac.dump"
 """The name of the dense target :func:`keep_annotations` adds."""
-_PALETTE = [(0, 0, 255), (0, 200, 0), (255, 0, 0), (0, 200, 255), (255, 0, 255), (255, 255, 0), (0, 128, 255),
-            (128, 0, 255), (255, 128, 0), (0, 255, 128)]
-"""BGR colours by label (modulo their number)."""
 _OWN_FILES = "index.html"
 
 
@@ -230,16 +228,9 @@ def drawn_samples(batch: tuple, c: StreamConfig, classes: list[str], classes_of:
             picture = _drawn(picture, table[i, 1:], None if mask is None or has_shapes and not shape_masks else
                              _plane(mask[i], processor), label, classes, classes_of)
             if c.output.task == "detect":
-                _boxes(picture, batch[1][i, :batch[2][i]])
+                draw_boxes(picture, batch[1][i, :batch[2][i]])
         samples.append((picture, int(record), label))
     return samples
-
-
-def _boxes(canvas: np.ndarray, rows: np.ndarray) -> None:
-    """Outline each box ``[label, x1, y1, x2, y2]`` (output pixels, x2 and y2 past the box) in its label's colour."""
-    for label, x1, y1, x2, y2 in rows.tolist():
-        colour = _PALETTE[int(abs(label)) % len(_PALETTE)]
-        cv2.rectangle(canvas, (round(x1), round(y1)), (round(x2) - 1, round(y2) - 1), colour, 1)
 
 
 def shape_labels(rows: np.ndarray) -> np.ndarray:
@@ -272,48 +263,28 @@ def _plane(mask: np.ndarray, p: Processor) -> np.ndarray:
     return hwc.argmax(2) if p.outputs.onehot else hwc[:, :, 0]
 
 
-def class_name(value: float, classes: list[str]) -> str:
-    """``value`` as text, with its name in ``classes`` where it has one ("3 dog")."""
-    named = classes[int(value)] if value == int(value) and 0 <= value < len(classes) else ""
-    return f"{value:g} {named}" if named else f"{value:g}"
-
-
 def _drawn(picture: np.ndarray, rows: np.ndarray, mask: np.ndarray | None, label: float, classes: list[str],
            classes_of: str) -> np.ndarray:
     """``picture`` (BGR) with the mask blended in, the shapes' outlines and labels, and the record's label."""
     canvas = cv2.cvtColor(picture, cv2.COLOR_GRAY2BGR) if picture.shape[2] == 1 else picture[:, :, :3].copy()
     if mask is not None:
-        ids = np.rint(mask).astype(np.int64)
-        colours = np.array(_PALETTE, np.float64)[ids % len(_PALETTE)]
-        blend = ids != 0
-        canvas[blend] = np.rint((canvas[blend] + colours[blend]) / 2).astype(np.uint8)
+        blend_mask(canvas, mask)
     rows = rows[rows[:, 0] >= 0]  # (padding rows of the batch's table: -1)
     if len(rows):
-        shapes = _shapes(rows)
-        shapes.rasterize(canvas, thickness=1)
-        names = classes if classes_of == "shapes" else []
-        for s, (x1, y1, _, _) in enumerate(shapes.boxes()):
-            _text(canvas, class_name(float(shapes.labels[s]), names), (int(x1), int(y1) - 2), shapes.colors[s])
-    _text(canvas, class_name(label, classes if classes_of == "labels" else []), (2, 12), (255, 255, 255))
+        draw_shapes(canvas, _shapes(rows), classes if classes_of == "shapes" else [])
+    caption(canvas, class_name(label, classes if classes_of == "labels" else []), (2, 12), WHITE)
     return canvas
 
 
 def _shapes(rows: np.ndarray) -> Shapes:
-    """The shapes of :func:`keep_annotations`' rows, coloured by label."""
+    """The shapes of :func:`keep_annotations`' rows (draw_shapes colours them)."""
     starts = np.unique(rows[:, 1], return_index=True)[1]  # (the rows run part by part, shape by shape)
     owner = rows[starts, 0].astype(np.int64)
     order = np.unique(owner, return_index=True)[1]
     labels = rows[starts[order], 3]
-    colors = [tuple(float(v) for v in _PALETTE[int(abs(label)) % len(_PALETTE)]) + (0.0,) for label in labels]
     kinds = [KINDS[int(code)] for code in rows[starts[order], 2]]
     bounds = np.append(starts, len(rows))
-    return Shapes(rows[:, 4:6].copy(), bounds, owner, kinds, labels, colors, np.full(len(kinds), np.nan))
-
-
-def _text(canvas: np.ndarray, text: str, at: tuple[int, int], colour: tuple[float, ...]) -> None:
-    x, y = max(0, at[0]), max(10, at[1])
-    cv2.putText(canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, 0.35, (0, 0, 0), 2, cv2.LINE_AA)
-    cv2.putText(canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, 0.35, colour[:3], 1, cv2.LINE_AA)
+    return Shapes(rows[:, 4:6].copy(), bounds, owner, kinds, labels, [(0.0,)] * len(kinds), np.full(len(kinds), np.nan))
 
 
 def _write_index(folder: str, db: str, entries: list[tuple[str, int, float]]) -> None:

@@ -12,7 +12,8 @@ import pytest
 
 import picpac
 from picpac.errors import ImageTooLargeError, PicPacError
-from picpac.tools.explore.thumbnails import (_PALETTE, MAX_PIXELS, THUMB_SIDE, VIEW_SIDE, LRUBytes, NoImage, annotated,
+from picpac.tools.drawing import PALETTE
+from picpac.tools.explore.thumbnails import (MAX_PIXELS, THUMB_SIDE, VIEW_SIDE, LRUBytes, NoImage, annotated,
                                              image_field, probe_size, record_image, thumbnail)
 
 from helpers import jpeg_bomb, png
@@ -23,10 +24,6 @@ PIXELS = RNG.integers(0, 256, (30, 40, 3), np.uint8)  # BGR, 40 wide
 
 def decoded(data: bytes) -> np.ndarray:
     return cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_UNCHANGED)
-
-
-def bgr(rgb: tuple[int, int, int]) -> list[int]:
-    return list(rgb[::-1])
 
 
 def write(path, *records: dict, metadata=None) -> picpac.Reader:
@@ -154,26 +151,29 @@ def rect(x, y, w, h, label=1) -> dict:
     return {"type": "rect", "geometry": {"x": x, "y": y, "width": w, "height": h}, "label": label}
 
 
-def test_shapes_are_drawn_as_outlines_in_their_labels_colour(tmp_path):
+def test_shapes_are_outlined_in_their_labels_colour_with_their_class(tmp_path):
     black = np.zeros((100, 200, 3), np.uint8)
     shapes = {"shapes": [rect(0.1, 0.2, 0.3, 0.5, label=1), rect(0.6, 0.2, 0.3, 0.5, label=13)]}
-    reader = write(tmp_path / "db", {"image": png(black), "annotation": json.dumps(shapes).encode()})
+    reader = write(tmp_path / "db", {"image": png(black), "annotation": json.dumps(shapes).encode()},
+                   metadata={"classes": ["a", "b"], "source": "coco instances.json"})
     img = decoded(annotated(reader, 0))
-    drawn = img.any(axis=2)
-    assert drawn[20:70, 20:80].any() and not drawn[30:60, 30:70].any()  # an outline, not filled
-    assert not drawn[:15].any() and not drawn[75:].any()
-    for half, label in ((img[:, :100], 1), (img[:, 100:], 13)):  # anti-aliased: the colour, dimmed
-        strongest = half.reshape(-1, 3)[half.reshape(-1, 3).sum(axis=1).argmax()].astype(float)
-        colour = np.array(bgr(_PALETTE[label % len(_PALETTE)]), float)
-        assert np.allclose(strongest / strongest.max(), colour / colour.max(), atol=0.05), (label, strongest)
+    for (x1, x2), label in (((20, 80), 1), ((120, 180), 13)):  # the rect covers pixels x1 .. x2 - 1, y 20 .. 69
+        on = list(PALETTE[label % len(PALETTE)])
+        assert img[25:69, x1].tolist() == [on] * 44 and img[25:69, x2 - 1].tolist() == [on] * 44
+        assert img[69, x1:x2].tolist() == [on] * (x2 - x1)
+        assert not img[22:69, x1 + 1:x2 - 1].any()  # an outline, not filled
+        assert img[8:18, x1:x1 + 12].any()  # the caption above it: "1 b", "13"
+    assert not img[70:].any()
 
-def test_a_point_is_a_filled_dot(tmp_path):
+
+def test_a_point_is_a_dot(tmp_path):
     black = np.zeros((100, 100, 3), np.uint8)
     point = {"type": "point", "geometry": {"x": 0.5, "y": 0.5}, "label": 2}
     reader = write(tmp_path / "db", {"image": png(black), "annotation": json.dumps({"shapes": [point]}).encode()})
     img = decoded(annotated(reader, 0))
-    assert img[50, 50].tolist() == bgr(_PALETTE[2]) and np.all(img[48:53, 48:53] == bgr(_PALETTE[2]))
-    assert not img[:40].any() and not img[60:].any()
+    assert img[50, 48].tolist() == list(PALETTE[2]) and img[50, 52].tolist() == list(PALETTE[2])
+    assert not img[60:].any() and not img[:, 60:].any()
+
 
 def test_a_mask_is_blended_half_and_half_with_its_colours(tmp_path):
     image = np.full((20, 30, 3), 100, np.uint8)
@@ -183,7 +183,7 @@ def test_a_mask_is_blended_half_and_half_with_its_colours(tmp_path):
     img = decoded(annotated(reader, 0))
     big = cv2.resize(mask, (30, 20), interpolation=cv2.INTER_NEAREST)
     for value in (1, 2):
-        want = (0.5 * np.full(3, 100) + 0.5 * np.array(bgr(_PALETTE[value]))).astype(np.uint8).tolist()
+        want = np.rint((100 + np.array(PALETTE[value])) / 2).astype(np.uint8).tolist()
         assert np.unique(img[big == value], axis=0).tolist() == [want]
     assert np.all(img[big == 0] == 100)
 

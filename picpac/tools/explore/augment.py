@@ -43,7 +43,8 @@ from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
 from ...stream.config import StreamConfig
 from ...stream.image_stream import ImageStream
 from ...stream.processor import Processor
-from ..dump import annotated_config, class_name, drawn_samples, names_annotations, shape_labels
+from ..drawing import class_name
+from ..dump import annotated_config, drawn_samples, names_annotations, shape_labels
 from .thumbnails import LRUBytes
 
 MAX_TEXT = 20_000

@@ -14,16 +14,14 @@ from ...file.reader import Reader
 from ...image.decoding import decode, shrink
 from ...image.headers import image_size
 from ...image.shapes import Shapes
+from ..drawing import blend_mask, draw_shapes
+from ..info import what_classes_name
 
 THUMB_SIDE = 160
 VIEW_SIDE = 1024
 MAX_PIXELS = 2**26
 """The largest image (width x height, from its header) the explorer decodes."""
 CACHE_BYTES = 64 << 20
-
-_PALETTE = [(230, 25, 75), (60, 180, 75), (255, 225, 25), (0, 130, 200), (245, 130, 48), (145, 30, 180),
-            (70, 240, 240), (240, 50, 230), (210, 245, 60), (250, 190, 212), (0, 128, 128), (170, 110, 40)]
-
 
 class NoImage(PicPacError):
     """A record has no picture to show (no image field, bytes that are no image, a damaged record)."""
@@ -116,32 +114,20 @@ def annotated(reader: Reader, i: int) -> bytes:
     if "annotation" in reader.fields:
         record = reader.read(i, check=False)
         if "annotation" in record and record["annotation"].nbytes:
-            img = _draw(img, record["annotation"])
+            named = what_classes_name(reader.metadata.get("source")) == "shapes"
+            img = _draw(img, record["annotation"], reader.classes if named else [])
     return cv2.imencode(".png", img)[1].tobytes()
 
 
-def _color(label: float) -> tuple[int, int, int]:
-    r, g, b = _PALETTE[int(label) % len(_PALETTE)] if np.isfinite(label) else (255, 255, 255)
-    return b, g, r
-
-
-def _draw(img: np.ndarray, annotation: memoryview) -> np.ndarray:
-    """Shapes (PicPac JSON, normalised coordinates) as outlines; a mask image as a coloured overlay."""
+def _draw(img: np.ndarray, annotation: memoryview, classes: list[str]) -> np.ndarray:
+    """Shapes (PicPac JSON, normalised coordinates) outlined with their classes; a mask image blended in."""
     height, width = img.shape[:2]
     if bytes(annotation[:1]) in (b"{", b" ", b"\n"):
         try:
             shapes = Shapes.from_json(annotation, width, height)
         except PicPacError:
             return img
-        thickness = max(1, round(max(width, height) / 400))
-        for s in range(len(shapes)):
-            for poly in shapes.outlines(s):
-                pts = np.round(poly).astype(np.int32).reshape(-1, 1, 2)
-                color = _color(shapes.labels[s])
-                if shapes.kinds[s] == "point":
-                    cv2.circle(img, tuple(int(v) for v in pts[0, 0]), 3 * thickness, color, -1)
-                else:
-                    cv2.polylines(img, [pts], True, color, thickness, cv2.LINE_AA)
+        draw_shapes(img, shapes, classes, thickness=max(1, round(max(width, height) / 400)))
         return img
     size = image_size(annotation)
     if size is None or size[0] * size[1] > MAX_PIXELS:
@@ -149,11 +135,7 @@ def _draw(img: np.ndarray, annotation: memoryview) -> np.ndarray:
     mask = decode(annotation, cv2.IMREAD_GRAYSCALE, max_pixels=MAX_PIXELS)
     if mask is None:
         return img
-    mask = cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST)
-    palette = np.array([(0, 0, 0)] + [_color(v) for v in range(1, 256)], np.uint8)
-    colored = palette[mask]
-    on = mask > 0
-    img[on] = (0.5 * img[on] + 0.5 * colored[on]).astype(np.uint8)
+    blend_mask(img, cv2.resize(mask, (width, height), interpolation=cv2.INTER_NEAREST))
     return img
 
 
