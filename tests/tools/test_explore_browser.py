@@ -9,6 +9,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import urllib.parse
 import urllib.request
 from pathlib import Path
@@ -183,6 +184,14 @@ def test_the_augmentation_controls_edit_the_config_and_redraw(server, browser, t
     browser.find_element(By.ID, "c-pert_hflip").click()
     settled(before)
     assert "pert_hflip: true\n" in config()
+
+    # an edit made while the run of the one before is under way: the next run carries both
+    before = digest()
+    browser.find_element(By.ID, "c-pert_color1").send_keys(Keys.END)
+    time.sleep(0.5)  # past the slider's pause: its run has started (a run starts a process: about a second)
+    browser.find_element(By.ID, "c-pert_vflip").click()
+    WebDriverWait(browser, 60).until(lambda b: "pert_color1: 100\n" in config() and "pert_vflip: true\n" in config())
+    settled(before)
 
     before = digest()
     Select(browser.find_element(By.ID, "c-task")).select_by_value("keypoints")

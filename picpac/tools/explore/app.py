@@ -26,7 +26,7 @@ from ...file.remote import RemoteOptions
 from ...image.headers import image_size
 from .. import info as info_module
 from .augment import DEFAULT_CONFIG, MAX_SECONDS, Augmenter, Names, RunFailed, RunStopped
-from .controls import CONTROLS, control_values, edit_config, fold_links, parse_updates, reroll
+from .controls import CONTROLS, MAX_FOLD_LINKS, control_values, edit_config, fold_links, parse_updates, reroll
 from .index import MAX_SCAN, DbIndex, parse_filter
 from .overview import bars, overview, probe_sizes
 from .pages import render
@@ -176,7 +176,7 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         folds = int(shown["split"]) if shown["split"].isdigit() and int(shown["split"]) > 1 else GRID_FOLDS
         return ex.page("grid", q=shown, per=per, ids=ids, labels=labels, total=total, start=start, next=after,
                        prev=previous, link=link, max_scan=MAX_SCAN, error=error, filtered=filtered,
-                       classes=ex.class_links(), folds=min(folds, MAX_CLASS_LINKS), split=folds)
+                       classes=ex.class_links(), folds=min(folds, MAX_FOLD_LINKS), split=folds)
 
     def record(request: Request) -> Response:
         i = ex.record_id(request)
@@ -239,20 +239,14 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
         except Exception as exc:
             error = f"the stream failed: {type(exc).__name__}: {exc}"
         samples = [{**s, "label": _label_text(s["label"])} for s in samples]
-        return (200 if error is None else 400), {"config": text, "values": control_values(text),
-                                                 "folds": fold_links(text), "digest": digest, "samples": samples,
-                                                 "error": error}
+        return (200 if error is None else 400), _shown(text, digest, samples, error)
 
     async def augment(request: Request) -> Response:
         q = request.query_params
         draw = q["draw"] == "1" if "draw" in q else ex.annotated
-        if not {"config", "set", "reroll"} & set(q):
-            return ex.page("augment", text=DEFAULT_CONFIG, samples=[], digest="", values=control_values(DEFAULT_CONFIG),
-                           folds=fold_links(DEFAULT_CONFIG), controls=CONTROLS, draw=draw, json=json.dumps)
-        status, shown = await attempt(request)
-        return ex.page("augment", status=status, text=shown["config"], samples=shown["samples"],
-                       digest=shown["digest"], values=shown["values"], folds=shown["folds"], controls=CONTROLS,
-                       draw=draw, error=shown["error"], json=json.dumps)
+        status, shown = await attempt(request) if {"config", "set", "reroll"} & set(q) else (200, _shown(DEFAULT_CONFIG))
+        return ex.page("augment", status=status, text=shown.pop("config"), **shown, controls=CONTROLS, draw=draw,
+                       json=json.dumps)
 
     async def augment_json(request: Request) -> Response:
         status, shown = await attempt(request)
@@ -284,6 +278,13 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
     app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found, 405: not_found})
     app.state.explorer = ex
     return app
+
+
+def _shown(text: str, digest: str = "", samples: list[dict[str, Any]] | None = None,
+           error: str | None = None) -> dict[str, Any]:
+    """What the augmentation page shows of a config text and its run (also /augment.json's answer)."""
+    return {"config": text, "values": control_values(text), "folds": fold_links(text), "digest": digest,
+            "samples": samples or [], "error": error}
 
 
 def _kind(reader: Any, name: str, view: memoryview) -> str:

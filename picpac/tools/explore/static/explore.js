@@ -19,7 +19,8 @@
   const folds = document.getElementById("folds");
   const controls = Array.from(form.querySelectorAll("[data-key]"));
   const PAUSE_MS = 250; // a slider's edits within this pause go in one run
-  let edits = {};
+  let edits = {}; // a slider's edits waiting for its pause
+  let unapplied = {}; // edits sent whose answer has not come: the next run sends them again
   let timer = null;
   let running = null;
 
@@ -128,20 +129,29 @@
     status.textContent = reply.error === null ? reply.samples.length + " samples" : "";
   }
 
-  function run(extra) {
+  function run(more, reroll) {
     if (running) {
       running.abort(); // the server stops a run whose client went away
+    }
+    unapplied = {...unapplied, ...more};
+    const query = {config: config.value};
+    if (Object.keys(unapplied).length > 0) {
+      query.set = JSON.stringify(unapplied);
+    }
+    if (reroll) {
+      query.reroll = "1";
     }
     const mine = new AbortController();
     running = mine;
     status.textContent = "running ...";
-    fetch("/augment.json?" + new URLSearchParams({config: config.value, ...extra}), {signal: mine.signal})
+    fetch("/augment.json?" + new URLSearchParams(query), {signal: mine.signal})
       .then(function (response) {
         return response.json();
       })
       .then(function (reply) {
         if (running === mine) {
           running = null;
+          unapplied = {};
           show(reply);
         }
       })
@@ -158,9 +168,9 @@
     showValue(input);
     clearTimeout(timer);
     timer = setTimeout(function () {
-      const set = JSON.stringify(edits);
+      const more = edits;
       edits = {};
-      run({set: set});
+      run(more, false);
     }, PAUSE_MS);
   }
 
@@ -171,13 +181,13 @@
   }
   form.addEventListener("submit", function (event) {
     event.preventDefault();
-    run(event.submitter && event.submitter.id === "reroll" ? {reroll: "1"} : {});
+    run({}, Boolean(event.submitter && event.submitter.id === "reroll"));
   });
   folds.addEventListener("click", function (event) {
     const link = event.target.closest("a[data-set]");
     if (link) {
       event.preventDefault();
-      run({set: link.dataset.set});
+      run(JSON.parse(link.dataset.set), false);
     }
   });
   draw.addEventListener("change", function () {
