@@ -94,23 +94,20 @@ def keep_annotations(sample: Sample, rng: Any) -> Sample:
     return sample
 
 
-def _transforms_of(config: Mapping[str, Any]) -> tuple:
-    return StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms
-
-
 def names_annotations(config: Mapping[str, Any]) -> bool:
     """Whether a config itself says which annotations to read (``annotate`` or ``annotation_field``)."""
     return bool({"annotate", "annotation_field"} & set(config))
 
 
 def annotated_config(config: Mapping[str, Any], fields: Sequence[str]) -> dict[str, Any]:
-    """``config`` that reads a database's annotations (``annotate='any'`` when it names none and the database has
-    an ``annotation`` or ``mask`` field) and ends with :func:`keep_annotations`, for :func:`drawn_samples`. The
-    images it makes are ``config``'s, pixel for pixel."""
+    """``config`` that reads a database's annotations (``annotate='any'`` when it names none and ``fields`` has
+    ``annotation`` or ``mask``; no fields: none added) and ends with :func:`keep_annotations`, for
+    :func:`drawn_samples`. The images it makes are ``config``'s, pixel for pixel."""
     config = dict(config)
     if not names_annotations(config) and {"annotation", "mask"} & set(fields):
         config["annotate"] = "any"
-    config["transforms"] = [*_transforms_of(config), keep_annotations]
+    transforms = StreamConfig.from_dict({"transforms": config.get("transforms", ())}).augment.transforms
+    config["transforms"] = [*transforms, keep_annotations]
     return config
 
 
@@ -135,8 +132,7 @@ def dump(db: str | os.PathLike, out: str | os.PathLike, config: Mapping[str, Any
     with open_database(db, check=False, remote=remote) as reader:  # a file, a URL or shards, as the stream takes
         fields, classes, classes_of = reader.fields, reader.classes, what_classes_name(reader.metadata.get("source"))
     shape_masks = names_annotations(config)
-    config = annotated_config(config, fields) if annotations else {
-        **config, "transforms": [*_transforms_of(config), keep_annotations]}
+    config = annotated_config(config, fields if annotations else ())
     _check_out(out, overwrite)
     temp = durable.temp_path(durable.target(out))
     with output_errors(out):
@@ -185,13 +181,14 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
     """Stream and write the PNGs; (name, record, label) of each."""
     entries: list[tuple[str, int, float]] = []
     with ImageStream(db, **config) as stream, bar_of(progress, count) as bar:
+        processor = Processor.of(stream.config)
         while len(entries) < count:
             try:
                 batch = next(stream)
             except StopIteration:  # loop=False: one pass
                 break
             for picture, record, label in drawn_samples(batch, stream.config, classes, classes_of, annotations,
-                                                        shape_masks):
+                                                        shape_masks, processor):
                 if len(entries) == count:
                     break
                 name = f"{len(entries):05d}.png"
@@ -209,14 +206,16 @@ def _write(db: str, folder: str, config: dict[str, Any], count: int, annotations
 
 
 def drawn_samples(batch: tuple, c: StreamConfig, classes: list[str], classes_of: str,
-                  annotations: bool = True, shape_masks: bool = False) -> list[tuple[np.ndarray, int, float]]:
+                  annotations: bool = True, shape_masks: bool = False,
+                  processor: Processor | None = None) -> list[tuple[np.ndarray, int, float]]:
     """(picture, record, label) of each sample of ``batch`` (padding left out), from a stream of config ``c`` whose
     last transform is :func:`keep_annotations`: the picture in OpenCV's BGR, with the mask blended in, the shapes'
     outlines and classes (named by ``classes`` where ``classes_of`` is "shapes") and the record's label drawn over
     it when ``annotations``; with ``task='detect'``, the boxes the batch holds too (where the shapes were turned,
     the boxes around them). A segmentation mask of shapes is blended in only with ``shape_masks`` (when the config
-    itself asked for them: else the outlines say the same), a mask image always."""
-    processor = Processor.of(c)
+    itself asked for them: else the outlines say the same), a mask image always. ``processor``: ``c``'s, made once
+    by a caller that draws many batches."""
+    processor = processor or Processor.of(c)
     table = batch[len(batch) - 2 - len(c.decode.raw)]
     pixels = _as_bgr(np.asarray(batch[0]), processor)
     mask = batch[1] if c.output.task == "segment" and c.decode.annotate != "auto" and annotations else None
