@@ -201,6 +201,8 @@ class LmdbReader(StoreReader):
     def _read_tensorpack(self, i: int) -> Record:
         """A tensorpack datapoint (a list) as a record: bytes components the fields (the first ``image``, then
         ``field1``, ...), arrays fields of their ``.npy`` bytes, the first number the label, other numbers meta."""
+        if not self.unpickle:  # (the reader opened as tensorpack's only with it; checked where it unpickles too)
+            raise FormatError(f"{self.path}: record {i} is a pickle, read only with unpickle=True")
         value = self._txn.get(b"%08d" % i)
         if value is None:
             raise corrupt_error(self.path, i, f"is missing (no key {i:08d})")

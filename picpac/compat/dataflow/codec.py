@@ -6,12 +6,13 @@ checks it, so the format is never guessed and never chosen by an environment var
 
 Formats:
 
-* ``"pickle5"`` (the default for files a program writes and reads itself): pickle protocol 5; NumPy
-  arrays (anything pickled as a ``PickleBuffer``) travel out of band, as raw frames after the pickle,
-  so large arrays are not copied into it. Trusted peers only: unpickling runs code.
-* ``"arrays"`` (the default over the network, :mod:`.remote`): a datapoint that is a list (or tuple)
-  of NumPy arrays and numbers, as a JSON header (dtypes and shapes) and one raw frame per array.
-  Nothing is unpickled, and every header is checked before it is used, so it is safe to receive.
+* ``"arrays"`` (the default, in files and over the network): a datapoint that is a list (or tuple) of
+  NumPy arrays, numbers, bytes and strings, as a JSON header (dtypes and shapes) and one raw frame per
+  component. Nothing is unpickled, and every header is checked before it is used, so it is safe to read.
+* ``"pickle5"`` (an opt-in on both sides, for any picklable datapoint): pickle protocol 5; NumPy arrays
+  (anything pickled as a ``PickleBuffer``) travel out of band, as raw frames after the pickle, so large
+  arrays are not copied into it. Unpickling runs code, so a reader unpickles only when told to
+  (``unpickle=True``, or a ZMQ receiver given ``format='pickle5'``): for files and peers you trust.
 
 Decoded arrays are writable (each frame is copied once into memory of its own).
 """
@@ -33,7 +34,7 @@ MAGIC = b"PPDF"
 VERSION = 1
 DATA, ERROR = 0, 1
 FORMATS = ("pickle5", "arrays")
-DEFAULT = "pickle5"
+DEFAULT = "arrays"
 MAX_HEADER_BYTES = 1 << 20
 """The largest JSON header (of an ``arrays`` datapoint or an error) a reader parses."""
 MAX_DIMS = 32
@@ -93,20 +94,32 @@ def encode(dp: Any, fmt: str = DEFAULT) -> list:
     raise PicPacValueError(f"unknown format {fmt!r}")
 
 
+_TEXT = {bytes: "bytes", str: "str"}
+"""Components carried as their bytes (a str as UTF-8), each a uint8 frame whose spec names its type."""
+
+
 def _encode_arrays(dp: Any) -> list:
     if not isinstance(dp, (list, tuple)):
-        raise PicPacTypeError(f"format='arrays' sends datapoints that are lists of arrays and numbers, got a "
-                              f"{type(dp).__name__}: use format='pickle5' (trusted peers only)")
+        raise PicPacTypeError(f"format='arrays' stores datapoints that are lists of arrays, numbers, bytes and "
+                              f"strings, got a {type(dp).__name__}: use format='pickle5' (and unpickle=True to read "
+                              "it back: trusted files and peers only)")
     specs, frames = [], []
     for k, value in enumerate(dp):
+        text = _TEXT.get(type(value))
+        if text is not None:
+            raw = value.encode() if text == "str" else value
+            specs.append({"dtype": "|u1", "shape": [len(raw)], "scalar": False, "generic": False, "as": text})
+            frames.append(raw)
+            continue
         scalar = isinstance(value, (bool, int, float, complex))
         if not (scalar or isinstance(value, (np.ndarray, np.generic))):
-            raise PicPacTypeError(f"format='arrays' sends lists of arrays and numbers; component {k} is a "
-                                  f"{type(value).__name__}: use format='pickle5' (trusted peers only)")
+            raise PicPacTypeError(f"format='arrays' stores lists of arrays, numbers, bytes and strings; component {k} "
+                                  f"is a {type(value).__name__}: use format='pickle5' (and unpickle=True to read it "
+                                  "back: trusted files and peers only)")
         array = np.asarray(value, order="C")  # (ascontiguousarray would make a 0-d array 1-d)
         if array.dtype.hasobject or array.dtype.fields is not None:
-            raise PicPacTypeError(f"format='arrays' cannot send component {k} of dtype {array.dtype}: use "
-                                  "format='pickle5' (trusted peers only)")
+            raise PicPacTypeError(f"format='arrays' cannot store component {k} of dtype {array.dtype}: use "
+                                  "format='pickle5' (and unpickle=True to read it back: trusted files and peers only)")
         specs.append({"dtype": array.dtype.str, "shape": list(array.shape), "scalar": scalar,
                       "generic": isinstance(value, np.generic)})
         frames.append(memoryview(array.reshape(-1).view(np.uint8)) if array.size else b"")
@@ -124,12 +137,12 @@ def encode_error(exc: BaseException, fmt: str = DEFAULT) -> list:
 
 
 # -- decoding ------------------------------------------------------------------------------------------
-def decode(frames: list, expect: str | None = None, where: str = "") -> tuple[int, Any]:
+def decode(frames: list, expect: str | None = None, where: str = "", *, unpickle: bool = False) -> tuple[int, Any]:
     """``(DATA, datapoint)`` or ``(ERROR, exception)`` from frames; ``expect`` (a format name) refuses others.
 
     Anything malformed (a missing frame, a header that is not what its format says, sizes that do
-    not add up) is a :class:`WireFormatError` naming ``where``; nothing is unpickled unless the
-    message is ``pickle5`` and ``expect`` is ``None`` or ``"pickle5"``.
+    not add up) is a :class:`WireFormatError` naming ``where``; a ``pickle5`` message is unpickled only
+    with ``unpickle=True`` (unpickling runs code), and refused by a WireFormatError naming the opt-in otherwise.
     """
     at = _from(where)
     if not frames:
@@ -143,6 +156,10 @@ def decode(frames: list, expect: str | None = None, where: str = "") -> tuple[in
     if fmt not in FORMATS:
         raise WireFormatError(f"received a datapoint in format {fmt!r}{at}, which this picpac does not know "
                               f"(it knows {', '.join(FORMATS)})")
+    if fmt == "pickle5" and not unpickle:
+        raise WireFormatError(f"received a datapoint in format 'pickle5'{at}; unpickling runs code, so it is refused "
+                              "unless asked for: unpickle=True (LMDBSerializer.load, PicPacData, TFRecordData, "
+                              "NumpySerializer.load) or RemoteDataZMQ(format='pickle5'), for files and peers you trust")
     rest = frames[1:]
     if len(memoryview(frames[0])) > skip:  # a packed blob read as one frame: not expected here
         raise WireFormatError(f"a message head{at} is followed by stray bytes")
@@ -221,6 +238,17 @@ def _decode_arrays(frames: list, where: str = "") -> Any:
         if math.prod(shape) * dtype.itemsize != size:
             raise WireFormatError(f"a message{_from(where)}: component {k} declares {dtype} {list(shape)} but its "
                                   f"frame has {size} bytes")
+        text = spec.get("as")
+        if text is not None:
+            if text not in ("bytes", "str") or dtype != np.uint8 or len(shape) != 1:
+                raise WireFormatError(f"a message{_from(where)}: component {k} is 'as' {str(text)[:20]!r}; bytes and "
+                                      "str components are 1-d uint8")
+            raw = bytes(memoryview(frame))
+            try:
+                out.append(raw if text == "bytes" else raw.decode())
+            except UnicodeDecodeError:
+                raise WireFormatError(f"a message{_from(where)}: component {k} is not valid UTF-8") from None
+            continue
         array = np.frombuffer(bytearray(memoryview(frame)), dtype).reshape(shape)
         out.append(array.item() if scalar else array[()] if generic else array)
     return tuple(out) if header["container"] == "tuple" else out
@@ -261,9 +289,9 @@ def dumps(dp: Any, fmt: str | None = None) -> bytes:
 
 
 def loads(blob: Any, expect: str | None = None, *, unpickle: bool = False) -> Any:
-    """The datapoint of a value made by :func:`dumps`; a tensorpack value (no picpac head) is read too: a pickle,
-    which tensorpack writes since 0.10, only with ``unpickle`` (unpickling runs code: for files you trust), and
-    msgpack, its default before, when the ``msgpack`` package is installed."""
+    """The datapoint of a value made by :func:`dumps`; a tensorpack value (no picpac head) is read too. A pickle
+    (picpac's ``pickle5`` format, or tensorpack's values since 0.10) is read only with ``unpickle`` (unpickling runs
+    code: for files you trust); msgpack, tensorpack's default before, when the ``msgpack`` package is installed."""
     b = memoryview(blob).cast("B")
     if bytes(b[:4]) != MAGIC:
         if len(b) > 2 and b[0] == 0x80 and 2 <= b[1] <= 5:  # pickle's PROTO opcode, protocols 2 to 5
@@ -273,7 +301,7 @@ def loads(blob: Any, expect: str | None = None, *, unpickle: bool = False) -> An
                                       "LMDBSerializer.load(path, unpickle=True) for a file you trust")
             return pickle.loads(b)
         return _loads_tensorpack(b)
-    kind, value = decode(unpack(b), expect)
+    kind, value = decode(unpack(b), expect, unpickle=unpickle)
     if kind == ERROR:
         raise value
     return value

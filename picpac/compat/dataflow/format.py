@@ -48,14 +48,16 @@ class PicPacData(RNGDataFlow):
     :class:`~picpac.dataflow.PicPacSerializer` (a database it wrote with ``fields=None`` holds whole
     datapoints, which come back as they were), else ``("image", "label")``. ``shuffle=True`` gives a new
     random order each pass. An image over ``max_pixels`` (None or 0: no limit) is a SampleError, found
-    from its header before decoding.
+    from its header before decoding. Whole datapoints stored as pickles (``format='pickle5'``) are read only with
+    ``unpickle=True`` (unpickling runs code: for files you trust).
     """
 
     def __init__(self, path: str | os.PathLike, fields: Any = None, shuffle: bool = True, *, decode: bool = True,
                  channels: int = 3, check: bool = True, seed: int | None = None,
-                 max_pixels: int | None = MAX_PIXELS):
+                 max_pixels: int | None = MAX_PIXELS, unpickle: bool = False):
         super().__init__()
         self.path = os.fspath(path)
+        self.unpickle = bool(unpickle)
         self.reader = Reader(self.path, check=check)
         recorded = self.reader.metadata.get(META_KEY) or {}
         empty = len(self.reader) == 0  # a database's fields are those its records hold: an empty one has none
@@ -109,7 +111,7 @@ class PicPacData(RNGDataFlow):
         for i in order:
             record = self.reader[int(i)]
             if self.generic:
-                yield codec.loads(record[DATAPOINT_FIELD])
+                yield codec.loads(record[DATAPOINT_FIELD], unpickle=self.unpickle)
             else:
                 yield [self._component(record, name) for name in self.fields]
 
@@ -220,10 +222,7 @@ class LMDBData(RNGDataFlow):
                 self.keys: list | None = None
                 if stored is not None:
                     self._size -= 1
-                    try:
-                        self.keys = [bytes(k) for k in codec.loads(stored)]
-                    except codec.WireFormatError:  # a tensorpack file without msgpack here: scan instead
-                        self.keys = None
+                    self.keys = stored_keys(stored)
                 if self._shuffle:
                     if keys is not None:
                         self.keys = ([keys.format(i).encode() for i in range(self._size)] if isinstance(keys, str)
@@ -272,6 +271,18 @@ class LMDBData(RNGDataFlow):
         state = dict(self.__dict__)
         state["_env"] = state["_txn"] = None  # reopened by reset_state() in the worker
         return state
+
+
+def stored_keys(value: Any) -> list[bytes] | None:
+    """The keys a ``__keys__`` value lists: one bytes array (``LMDBSerializer``), or a list of bytes (tensorpack's,
+    as msgpack); None for a value not read without unpickling (tensorpack's pickles), when the keys are scanned."""
+    try:
+        keys = codec.loads(value)
+    except codec.WireFormatError:
+        return None
+    if len(keys) == 1 and isinstance(keys[0], np.ndarray):
+        keys = keys[0]
+    return [bytes(k) for k in keys]
 
 
 class LMDBDataDecoder(MapData):

@@ -217,7 +217,8 @@ class RemoteDataZMQ(DataFlow):
         if size > self._max_message:
             raise WireFormatError(f"a message from {where} has {size} bytes in {len(frames)} frames; this "
                                   f"receiver takes at most max_message_bytes={self._max_message}")
-        return decode(frames, None if self._format == "pickle5" else self._format, where=where)
+        trusted = self._format == "pickle5"  # the receiver's opt-in: it takes both formats and unpickles
+        return decode(frames, None if trusted else self._format, where=where, unpickle=trusted)
 
     def _reject(self, exc: WireFormatError) -> None:
         self.rejected += 1

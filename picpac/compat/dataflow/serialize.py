@@ -172,7 +172,7 @@ class LMDBSerializer:
                         pending = []
                         txn = env.begin(write=True)
                 keys = [f"{k:08}".encode("ascii") for k in range(count)]
-                txn = put(txn, KEYS, codec.dumps(keys, "pickle5"))
+                txn = put(txn, KEYS, codec.dumps([np.array(keys, bytes)], "arrays"))
                 txn.commit()
             env.sync()
         finally:
@@ -191,8 +191,8 @@ class LMDBSerializer:
 
 # -- NumPy ---------------------------------------------------------------------------------------------
 class NumpySerializer:
-    """A DataFlow to one compressed ``.npz`` (the datapoints in an object array, so loading unpickles it:
-    only load files you trust) and back; the whole flow is held in memory."""
+    """A DataFlow to one compressed ``.npz`` (the datapoints in an object array, so loading unpickles it: ``load``
+    needs ``unpickle=True``, for files you trust) and back; the whole flow is held in memory."""
 
     @staticmethod
     def save(df: DataFlow, path: str | os.PathLike) -> int:
@@ -209,8 +209,13 @@ class NumpySerializer:
         return len(buffer)
 
     @staticmethod
-    def load(path: str | os.PathLike, shuffle: bool = True, *, seed: int | None = None) -> DataFromList:
-        buffer = np.load(path, allow_pickle=True)["buffer"]
+    def load(path: str | os.PathLike, shuffle: bool = True, *, seed: int | None = None,
+             unpickle: bool = False) -> DataFromList:
+        if not unpickle:
+            raise codec.WireFormatError(f"{os.fspath(path)}: NumpySerializer stores its datapoints pickled in an object "
+                                        "array; unpickling runs code, so it is refused unless asked for: "
+                                        "NumpySerializer.load(path, unpickle=True), for a file you trust")
+        buffer = np.load(path, allow_pickle=unpickle)["buffer"]
         items = [list(x) if isinstance(x, np.ndarray) and x.dtype == object else x for x in buffer]
         return DataFromList(items, shuffle=shuffle, seed=seed)
 
@@ -285,8 +290,10 @@ class TFRecordData(DataFlow):
     ``msgpack`` installed). It can be iterated again; ``len()`` is ``size`` when given, else the count of
     records (found by reading their heads once)."""
 
-    def __init__(self, path: str | os.PathLike, size: int | None = None, *, check: bool = True):
+    def __init__(self, path: str | os.PathLike, size: int | None = None, *, check: bool = True,
+                 unpickle: bool = False):
         self.path = os.fspath(path)
+        self.unpickle = bool(unpickle)
         if not os.path.isfile(self.path):
             from ...errors import MissingPathError
             raise MissingPathError(f"{self.path}: no such file")
@@ -304,7 +311,7 @@ class TFRecordData(DataFlow):
         return int(self._size)
 
     def __iter__(self) -> Iterator:
-        return (codec.loads(record) for record in read_tfrecords(self.path, self.check))
+        return (codec.loads(record, unpickle=self.unpickle) for record in read_tfrecords(self.path, self.check))
 
 
 class TFRecordSerializer:
@@ -322,6 +329,8 @@ class TFRecordSerializer:
         return count
 
     @staticmethod
-    def load(path: str | os.PathLike, size: int | None = None, *, check: bool = True) -> TFRecordData:
-        """``size``: the number of records, for ``len()`` (counted from the file when not given)."""
-        return TFRecordData(path, size, check=check)
+    def load(path: str | os.PathLike, size: int | None = None, *, check: bool = True,
+             unpickle: bool = False) -> TFRecordData:
+        """``size``: the number of records, for ``len()`` (counted from the file when not given); ``unpickle``
+        reads datapoints saved with ``format='pickle5'`` (for files you trust)."""
+        return TFRecordData(path, size, check=check, unpickle=unpickle)

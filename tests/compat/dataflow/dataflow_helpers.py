@@ -3,7 +3,9 @@ tests/helpers.py, and this folder's fixtures are in its conftest.py."""
 from __future__ import annotations
 
 import json
+import os
 import threading
+from pathlib import Path
 
 import cv2
 import numpy as np
@@ -96,3 +98,13 @@ MALFORMED = {
     "an error without its keys": [head(ERROR), b'{"type": 1}'],
     "an error with two frames": [head(ERROR), b'{}', b'{}'],
 }
+
+
+class RunsCode:
+    """Unpickling this runs ``touch marker``: what a hostile peer sends, or a crafted file holds."""
+
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.system, (f"touch {self.marker}",)

@@ -7,9 +7,11 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac.dataflow import CaffeLMDB, DataFromList, ImageFromFile, LMDBSerializer, PicPacData, SVMLightData
+from picpac.dataflow import (CaffeLMDB, DataFromList, ImageFromFile, LMDBData, LMDBSerializer, PicPacData, SVMLightData,
+                             TFRecordSerializer, WireFormatError, codec)
+from picpac.dataflow.serialize import write_tfrecord
 
-from dataflow_helpers import write_png
+from dataflow_helpers import RunsCode, write_png
 
 
 def test_caffe_lmdb_and_svmlight(tmp_path):
@@ -111,3 +113,35 @@ def test_decoding_flows_refuse_a_bomb(tmp_path):
     caffe.reset_state()
     with pytest.raises(picpac.ImageTooLargeError, match=r"caffe: key b'k': image of 65500x65500"):
         list(caffe)
+
+
+def test_crafted_files_run_no_code_unless_asked_to(tmp_path):
+    """picpac's own pickle5 head over a payload that runs code: in an LMDB's values and its __keys__ entry, a picpac
+    database's whole datapoints and a TFRecord file, nothing runs until the reader is given unpickle=True."""
+    lmdb = pytest.importorskip("lmdb")
+    marker = tmp_path / "marker"
+    crafted = codec.pack(codec.encode(RunsCode(marker), "pickle5"))
+    env = lmdb.open(str(tmp_path / "crafted.lmdb"), subdir=False, map_size=1 << 20)
+    with env.begin(write=True) as txn:
+        txn.put(b"00000000", crafted)
+        txn.put(b"__keys__", crafted)
+    env.close()
+    keys = LMDBData(str(tmp_path / "crafted.lmdb"), shuffle=True)  # its keys are scanned instead
+    assert keys.keys == [b"00000000"] and not marker.exists()
+    flow = LMDBSerializer.load(str(tmp_path / "crafted.lmdb"), shuffle=False)
+    flow.reset_state()
+    with pytest.raises(WireFormatError, match="unpickle=True"):
+        next(iter(flow))
+    with picpac.Writer(tmp_path / "crafted.picpac", metadata={"dataflow": {"fields": None, "format": "pickle5"}}) as w:
+        w.append({"datapoint": crafted})
+    with pytest.raises(WireFormatError, match="unpickle=True"):
+        list(PicPacData(tmp_path / "crafted.picpac", shuffle=False))
+    with open(tmp_path / "crafted.tfrecord", "wb") as f:
+        write_tfrecord(f, crafted)
+    with pytest.raises(WireFormatError, match="unpickle=True"):
+        list(TFRecordSerializer.load(tmp_path / "crafted.tfrecord"))
+    assert not marker.exists()
+    flow = LMDBSerializer.load(str(tmp_path / "crafted.lmdb"), shuffle=False, unpickle=True)
+    flow.reset_state()
+    next(iter(flow))  # the opt-in does unpickle: the refusals above are not vacuous
+    assert marker.exists()

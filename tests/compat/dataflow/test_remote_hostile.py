@@ -15,7 +15,7 @@ import pytest
 from picpac.dataflow import DataFromList, RemoteDataZMQ, RemoteTimeout, codec, send_dataflow_zmq
 from picpac.errors import PicPacTypeError, PicPacValueError
 
-from dataflow_helpers import MALFORMED, head, header
+from dataflow_helpers import MALFORMED, RunsCode, head, header
 
 zmq = pytest.importorskip("zmq")
 TESTS = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[2])]  # this module, helpers
@@ -40,16 +40,6 @@ def good(value: int) -> list[bytes]:
     """A well-formed 'arrays' message holding [value] (an int64 scalar)."""
     return [head(DATA), header({"dtype": "<i8", "shape": [], "scalar": True, "generic": False}),
             np.int64(value).tobytes()]
-
-
-class RunsCode:
-    """Unpickling this runs ``touch marker``: what a hostile peer sends."""
-
-    def __init__(self, marker: Path):
-        self.marker = marker
-
-    def __reduce__(self):
-        return os.system, (f"touch {self.marker}",)
 
 
 def raw_sender(tmp_path: Path, addr: str, messages: list[list[bytes]]) -> subprocess.Popen:
@@ -82,7 +72,7 @@ def test_a_default_receiver_never_unpickles(tmp_path):
     assert not marker.exists()
     assert r.rejected == 2 and len([w for w in caught if "dropped a message" in str(w.message)]) == 2
     # the same bytes do run code where the user opted in: the test above is not vacuous
-    assert codec.decode([head(DATA, "pickle5"), boom], None) == (DATA, 0) and marker.exists()
+    assert codec.decode([head(DATA, "pickle5"), boom], None, unpickle=True) == (DATA, 0) and marker.exists()
 
 
 def test_malformed_messages_from_a_peer_are_dropped_and_the_stream_goes_on(tmp_path):

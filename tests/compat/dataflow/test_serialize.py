@@ -16,7 +16,7 @@ import pytest
 import picpac
 from picpac.dataflow import (DataFlow, DataFromGenerator, DataFromList, HDF5Serializer, LMDBData, LMDBDataDecoder,
                              LMDBSerializer, MissingDependencyError, NumpySerializer, PicPacData, PicPacSerializer,
-                             TFRecordSerializer, codec)
+                             TFRecordSerializer, WireFormatError, codec)
 from picpac.dataflow.base import make_rng
 from picpac.dataflow.serialize import crc32c, read_tfrecords
 from picpac.errors import CorruptError, PicPacTypeError, PicPacValueError
@@ -64,7 +64,7 @@ def test_serializers_round_trip(tmp_path, name):
     paths = [["label", "image"]]
     cases = {"lmdb": (LMDBSerializer, "test.lmdb", [], [], {"shuffle": False}),
              "tfrecord": (TFRecordSerializer, "test.tfrecord", [], [], {"size": 32}),
-             "numpy": (NumpySerializer, "test.npz", [], [], {"shuffle": False}),
+             "numpy": (NumpySerializer, "test.npz", [], [], {"shuffle": False, "unpickle": True}),
              "hdf5": (HDF5Serializer, "test.h5", paths, paths, {"shuffle": False}),
              "picpac": (PicPacSerializer, "test.picpac", [], [], {"shuffle": False})}
     serializer, filename, w_args, r_args, r_kwargs = cases[name]
@@ -185,21 +185,25 @@ def test_a_serializer_takes_a_dataflow_and_writes_one_pass(tmp_path):
 
 def test_a_flow_without_len_is_written_all_the_same(tmp_path):
     assert NumpySerializer.save(DuckFlow(), tmp_path / "duck.npz") == 2
-    assert list(NumpySerializer.load(tmp_path / "duck.npz", shuffle=False)) == [[7], [8]]
+    assert list(NumpySerializer.load(tmp_path / "duck.npz", shuffle=False, unpickle=True)) == [[7], [8]]
 
 
 # -- picpac ---------------------------------------------------------------------------------------------------
 def test_whole_datapoints_come_back_as_they_were_in_the_format_recorded(tmp_path):
     dps = [[{"a": None, "b": [1, (2, 3)]}, np.float16(1.5), b"raw"], [{"a": 1}, np.float16(2), b""]]
     path = tmp_path / "whole.picpac"
-    assert PicPacSerializer.save(DataFromList(dps, shuffle=False), path) == 2
+    assert PicPacSerializer.save(DataFromList(dps, shuffle=False), path, format="pickle5") == 2
     with picpac.Reader(path) as r:
         assert r.metadata["dataflow"] == {"fields": None, "format": "pickle5"} and r.fields == ["datapoint"]
         assert bytes(r[0]["datapoint"][:14]) == b"PPDF\x01\x00\x07pickle5"
-    back = list(PicPacSerializer.load(path, shuffle=False))
+    with pytest.raises(WireFormatError, match=r"unpickling runs code, so it is refused unless asked for"):
+        list(PicPacSerializer.load(path, shuffle=False))
+    back = list(PicPacSerializer.load(path, shuffle=False, unpickle=True))
     assert back == dps and type(back[0][1]) is np.float16
+    with pytest.raises(PicPacTypeError, match=r"component 0 is a dict: use format='pickle5'"):
+        PicPacSerializer.save(DataFromList(dps, shuffle=False), tmp_path / "default.picpac")
     arrays = tmp_path / "arrays.picpac"
-    PicPacSerializer.save(numbers(3), arrays, format="arrays")
+    PicPacSerializer.save(numbers(3), arrays)  # the default format: arrays
     with picpac.Reader(arrays) as r:
         assert r.metadata["dataflow"]["format"] == "arrays" and bytes(r[2]["datapoint"][:13]) == b"PPDF\x01\x00\x06arrays"
     loaded = PicPacSerializer.load(arrays, seed=3)  # shuffle=True by default, in the order of its seed
@@ -215,7 +219,7 @@ def test_fields_go_to_the_index_and_the_metadata(tmp_path):
     with picpac.Reader(path) as r:
         assert r.labels.tolist() == [0.0, 0.5, 1.0] and r.groups.tolist() == [0, 1, 0]
         assert r.metadata["arrays"] == {"image": {"shape": [2, 3], "dtype": "int16"}}
-        assert r.metadata["dataflow"] == {"fields": ["image", "label", "group", "note", "blob"], "format": "pickle5"}
+        assert r.metadata["dataflow"] == {"fields": ["image", "label", "group", "note", "blob"], "format": "arrays"}
     back = list(PicPacData(path, shuffle=False))
     assert [dp[1:] for dp in back] == [[0.0, 0, b"note 0", b"\x00\x00"], [0.5, 1, b"note 1", b"\x00\x01"],
                                        [1.0, 0, b"note 2", b"\x00\x02"]]  # a str is stored as its UTF-8 bytes
@@ -337,10 +341,13 @@ def test_numpy_serializer_keeps_datapoints_and_shuffles_by_seed(tmp_path):
     dps = [[np.arange(i + 1), {"i": i}] for i in range(5)]
     path = tmp_path / "dps.npz"
     assert NumpySerializer.save(DataFromList(dps, shuffle=False), path) == 5
-    in_order = ready(NumpySerializer.load(path, shuffle=False))
+    with pytest.raises(WireFormatError, match=r"dps.npz: NumpySerializer stores its datapoints pickled .* "
+                                              r"NumpySerializer.load\(path, unpickle=True\)"):
+        NumpySerializer.load(path, shuffle=False)
+    in_order = ready(NumpySerializer.load(path, shuffle=False, unpickle=True))
     assert all(type(dp) is list and np.array_equal(dp[0], src[0]) and dp[1] == src[1]
                for dp, src in zip(in_order, dps))
-    shuffled = ready(NumpySerializer.load(path, seed=8))
+    shuffled = ready(NumpySerializer.load(path, seed=8, unpickle=True))
     assert [dp[1]["i"] for dp in shuffled] == make_rng(8).permutation(5).tolist()
 
 
@@ -366,7 +373,7 @@ def test_lmdb_serializer_writes_tensorpacks_keys_across_commits(tmp_path):
         listed = codec.loads(txn.get(b"__keys__"))
     env.close()
     assert keys == [b"00000000", b"00000001", b"00000002", b"00000003", b"00000004", b"__keys__"]
-    assert listed == keys[:5]
+    assert len(listed) == 1 and listed[0].tolist() == keys[:5]  # one bytes array: no pickle
     assert list(ready(LMDBSerializer.load(folder, shuffle=False))) == [[i] for i in range(5)]
     with pytest.raises(PicPacValueError, match=rf"^{folder}: an LMDB database is already there; remove it or choose "
                                                r"another path$"):
