@@ -1,8 +1,16 @@
 """Exceptions raised by picpac: every one derives from :class:`PicPacError`."""
 from __future__ import annotations
 
+import difflib
 import importlib
+from collections.abc import Iterable
 from typing import Any
+
+
+def closest(name: str, names: Iterable[str]) -> str | None:
+    """The one of ``names`` a mistyped ``name`` most likely meant (for a message's "did you mean"), or None."""
+    close = difflib.get_close_matches(str(name), list(names), n=1, cutoff=0.6)
+    return close[0] if close else None
 
 
 class PicPacError(Exception):
@@ -32,6 +40,23 @@ class ImageTooLargeError(PicPacValueError):
 
     def __reduce__(self):
         return type(self), (self.width, self.height, self.limit, self.where)
+
+
+class TooManyScansError(ImageTooLargeError):
+    """A progressive JPEG with more scans than picpac decodes (each scan is a pass over every block of the image,
+    so a few KB of crafted scans cost seconds): refused before any decoder runs."""
+
+    def __init__(self, width: int, height: int, scans: int, allowed: int, where: str = ""):
+        self.scans, self.allowed = scans, allowed
+        super().__init__(width, height, allowed, where)
+
+    def advice(self, knob: str = "max_pixels") -> str:
+        return (f"{self.width}x{self.height} in {self.scans} progressive scans, more than the {self.allowed} picpac "
+                f"decodes at this size (each scan is a pass over all its pixels: crafted to be slow?); fewer scans "
+                f"(re-encode it), or raise {knob} if it is genuine")
+
+    def __reduce__(self):
+        return type(self), (self.width, self.height, self.scans, self.allowed, self.where)
 
 
 class MissingPathError(PicPacError, FileNotFoundError):

@@ -15,6 +15,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import zlib
@@ -63,6 +64,23 @@ def jpeg_bomb(width: int = 65500, height: int = 65500) -> bytes:
         i += 2 + int.from_bytes(data[i + 2:i + 4], "big")
     data[i + 5:i + 9] = struct.pack(">HH", height, width)
     return bytes(data)
+
+
+def progressive_jpeg(width: int, height: int, scans: int) -> bytes:
+    """A real flat grey progressive JPEG of ``scans`` scans (4 to 66), arithmetic-coded, as libjpeg-turbo's cjpeg writes
+    it from a scan script (skips the test without cjpeg: Debian's libjpeg-turbo-progs, which .ci/run installs)."""
+    cjpeg = shutil.which("cjpeg")
+    if cjpeg is None:
+        pytest.skip("cjpeg is not installed (apt-get install libjpeg-turbo-progs)")
+    bands = scans - 3  # DC in two scans, the AC coefficients in ``bands`` first scans, then one refinement of them all
+    assert 1 <= bands <= 63, scans
+    script = ["0 0 0 1;", "0 0 1 0;"] + [f"{k} {k} 0 1;" for k in range(1, bands)] + [f"{bands} 63 0 1;", "1 63 1 0;"]
+    with tempfile.TemporaryDirectory() as folder:
+        Path(folder, "scans").write_text("\n".join("0: " + line for line in script))
+        Path(folder, "flat.pgm").write_bytes(b"P5 %d %d 255\n" % (width, height) + bytes(width * height))
+        subprocess.run([cjpeg, "-arithmetic", "-scans", "scans", "-outfile", "out.jpg", "flat.pgm"], cwd=folder,
+                       check=True, capture_output=True)
+        return Path(folder, "out.jpg").read_bytes()
 
 
 def png_bomb(width: int = 65500, height: int = 65500) -> bytes:

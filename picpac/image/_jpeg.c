@@ -10,6 +10,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
+#include <float.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,10 +28,22 @@ typedef struct {
 typedef struct {
     struct jpeg_decompress_struct info;
     ErrorManager error;
-    int created;
+    struct jpeg_progress_mgr progress;
+    int created, max_scans;
 } Decoder;
 
 static void on_error(j_common_ptr info) { longjmp(((ErrorManager *)info->err)->jump, 1); }
+
+/* picpac.image.decoding.MAX_SCANS and SCAN_PASSES: a progressive JPEG may have at most 64 scans, and its scans times
+ * its pixels at most 8 images of max_pixels (2**28 at least here): more is a crafted, slow JPEG. */
+enum { MAX_SCANS = 64, SCAN_PASSES = 8 };
+
+/* libjpeg calls this as it reads: a progressive JPEG past its scans stops there (libjpeg-turbo's advice against
+ * scan-heavy files), before the scans' passes over every block cost seconds each. */
+static void on_progress(j_common_ptr info) {
+    if (info->is_decompressor && ((j_decompress_ptr)info)->input_scan_number > *(int *)info->client_data)
+        on_error(info);
+}
 
 /* A warning (a truncated or damaged stream) fails too: the caller then leaves the JPEG to OpenCV,
  * whose verdict on damaged files stays the one picpac gives. Trace messages are ignored. */
@@ -40,7 +53,11 @@ static void on_message(j_common_ptr info, int level) {
 }
 
 enum { GRAY = 0, BGR = 1, RGB = 2 };
-enum { OK = 0, FAILED = -1, UNSUPPORTED = -2 };
+enum { OK = 0, FAILED = -1, UNSUPPORTED = -2, TOO_LARGE = -3 };
+enum { MAX_REGION = 65535 }; /* a JPEG's sides are 16-bit: no region of one is larger */
+enum { MAX_SIDE = 32766 };    /* picpac.image.decoding.MAX_SIDE: the sides of an output */
+#define MAX_NUMBER 1e9        /* the largest magnitude of a geometry's numbers */
+#define DEFAULT_MAX_PIXELS (1ULL << 28) /* picpac.image.decoding.MAX_PIXELS */
 enum { MIN_WIDTH = 32 }; /* pixels: at least 2 iMCUs of 4:2:0 at full scale */
 
 /* Whether an end-of-image marker closes the data (in its last 64 bytes, trailing bytes allowed):
@@ -97,11 +114,11 @@ static int crop_exact(j_decompress_ptr info) {
     return 1;
 }
 
-/* Read the header, set the scale and colour space, start, check that rows [y, y + height) exist,
- * and narrow the output to the columns of [*x, *x + *width); libjpeg widens them to iMCU
- * boundaries and reports what it chose. */
+/* Read the header, check its size against max_pixels (0: no limit), set the scale and colour space, start,
+ * check that rows [y, y + height) exist, and narrow the output to the columns of [*x, *x + *width); libjpeg
+ * widens them to iMCU boundaries and reports what it chose. */
 static int start(Decoder *d, const unsigned char *data, size_t size, int reduction, int mode,
-                 JDIMENSION y, JDIMENSION height, JDIMENSION *x, JDIMENSION *width) {
+                 JDIMENSION y, JDIMENSION height, JDIMENSION *x, JDIMENSION *width, unsigned long long max_pixels) {
     JDIMENSION full_width;
     if (!has_end(data, size))
         return UNSUPPORTED;
@@ -109,8 +126,19 @@ static int start(Decoder *d, const unsigned char *data, size_t size, int reducti
         return FAILED;
     jpeg_create_decompress(&d->info);
     d->created = 1;
+    d->max_scans = MAX_SCANS;
+    d->progress.progress_monitor = on_progress;
+    d->info.progress = &d->progress;
+    d->info.client_data = &d->max_scans;
     jpeg_mem_src(&d->info, data, (unsigned long)size);
     jpeg_read_header(&d->info, TRUE);
+    {
+        unsigned long long pixels = (unsigned long long)d->info.image_width * d->info.image_height, budget;
+        if (max_pixels && pixels > max_pixels)
+            return TOO_LARGE;
+        budget = SCAN_PASSES * (max_pixels > DEFAULT_MAX_PIXELS ? max_pixels : DEFAULT_MAX_PIXELS) / (pixels ? pixels : 1);
+        d->max_scans = budget < 1 ? 1 : budget < MAX_SCANS ? (int)budget : MAX_SCANS;
+    }
     if (d->info.jpeg_color_space == JCS_CMYK || d->info.jpeg_color_space == JCS_YCCK ||
         d->info.jpeg_color_space == JCS_UNKNOWN)
         return UNSUPPORTED;
@@ -161,7 +189,7 @@ static int read_rows(Decoder *d, JDIMENSION y, JDIMENSION height, unsigned char 
 }
 
 PyDoc_STRVAR(decode_doc,
-"decode(data, reduction, x, y, width, height, mode) -> (pixels, x0, row_width) | None\n\n"
+"decode(data, reduction, x, y, width, height, mode, max_pixels=2**28) -> (pixels, x0, row_width) | None\n\n"
 "Decode rows [y, y + height) of a JPEG at scale 1/reduction (1, 2, 4 or 8), reconstructing only the\n"
 "iMCU-aligned columns around [x, x + width) (coordinates in scaled pixels; columns past the right\n"
 "edge are dropped, a region narrower than 32 pixels is widened). The first and last columns of a\n"
@@ -171,20 +199,23 @@ PyDoc_STRVAR(decode_doc,
 "1 BGR, 2 RGB. ``pixels`` is a bytearray of height rows of row_width * (1 or 3) bytes whose first\n"
 "column is scaled column x0 (x0 <= x); MemoryError when it cannot be allocated. None when the JPEG is\n"
 "CMYK/YCCK, is a progressive JPEG missing part of its coefficients, is damaged (even a libjpeg\n"
-"warning, or no end-of-image marker), or the region's rows or first column lie outside the scaled\n"
-"image: the caller then decodes it another way.");
+"warning, or no end-of-image marker), is a progressive JPEG of more than 64 scans, or the region's rows\n"
+"or first column lie outside the scaled image: the caller then decodes it another way. ValueError for a\n"
+"bad argument, or a JPEG whose header declares more than max_pixels pixels (0: no limit).");
 
 static PyObject *decode(PyObject *module, PyObject *args) {
     Py_buffer data;
     int reduction, mode, x, y, width, height, status;
+    unsigned long long max_pixels = DEFAULT_MAX_PIXELS;
     JDIMENSION cx, cw;
     Decoder d;
     PyObject *pixels = NULL;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*iiiiii:decode", &data, &reduction, &x, &y, &width, &height, &mode))
+    if (!PyArg_ParseTuple(args, "y*iiiiii|K:decode", &data, &reduction, &x, &y, &width, &height, &mode, &max_pixels))
         return NULL;
     if ((reduction != 1 && reduction != 2 && reduction != 4 && reduction != 8) || mode < GRAY || mode > RGB ||
-        x < 0 || y < 0 || width <= 0 || height <= 0) {
+        x < 0 || y < 0 || width <= 0 || height <= 0 || x > MAX_REGION || y > MAX_REGION || width > MAX_REGION ||
+        height > MAX_REGION) {
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_ValueError, "decode: bad reduction, mode or region");
         return NULL;
@@ -196,7 +227,8 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     cx = (JDIMENSION)x;
     cw = (JDIMENSION)width;
     Py_BEGIN_ALLOW_THREADS
-    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw);
+    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw,
+                   max_pixels);
     Py_END_ALLOW_THREADS
     if (status == OK) {
         size_t stride = (size_t)cw * (size_t)d.info.output_components;
@@ -223,6 +255,9 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     PyBuffer_Release(&data);
     if (status != OK) {
         Py_XDECREF(pixels);
+        if (status == TOO_LARGE)
+            return PyErr_Format(PyExc_ValueError, "decode: the JPEG declares more than max_pixels=%llu pixels",
+                                max_pixels);
         Py_RETURN_NONE;
     }
     return Py_BuildValue("(Nii)", pixels, (int)cx, (int)cw);
@@ -418,11 +453,17 @@ static int parse_floats(PyObject *values, float *into, int *count, const char *n
         return -1;
     }
     for (k = 0; k < n; k++) {
-        into[k] = (float)PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, k));
+        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, k));
         if (PyErr_Occurred()) {
             Py_DECREF(seq);
             return -1;
         }
+        if (!(v >= -FLT_MAX && v <= FLT_MAX)) { /* (float) of a double past FLT_MAX is undefined */
+            Py_DECREF(seq);
+            PyErr_Format(PyExc_ValueError, "%s: a value that is not a finite float32", name);
+            return -1;
+        }
+        into[k] = (float)v;
     }
     *count = (int)n;
     Py_DECREF(seq);
@@ -440,6 +481,11 @@ static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_
                           &g[6], &g[7], &g[8], &g[9], &g[10], &g[11]))
         return -1;
     memset(plan, 0, sizeof *plan);
+    for (k = 0; k < 12; k++) /* (int) of a NaN or of a number past INT_MAX is undefined: refused first */
+        if (!(g[k] >= -MAX_NUMBER && g[k] <= MAX_NUMBER)) {
+            PyErr_SetString(PyExc_ValueError, "bad geometry: a number that is not finite or past 1e9");
+            return -1;
+        }
     p->kind = (int)g[0];
     if (p->kind == GEOMETRY_SLICE) {
         p->x0 = (int)g[1], p->y0 = (int)g[2], p->x1 = (int)g[3], p->y1 = (int)g[4];
@@ -454,7 +500,8 @@ static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_
             p->m[k] = g[3 + k];
         fill = (int)g[9];
         p->width = (int)g[10], p->height = (int)g[11];
-        if (fill < 0 || fill > 255 || p->pre_width < 0 || p->pre_height < 0 || (p->pre_width == 0) != (p->pre_height == 0))
+        if (fill < 0 || fill > 255 || p->pre_width < 0 || p->pre_height < 0 || p->pre_width > MAX_SIDE ||
+            p->pre_height > MAX_SIDE || (p->pre_width == 0) != (p->pre_height == 0))
             p->kind = -1;
         for (k = 0; k < 4; k++)
             p->fill[k] = (uint8_t)fill;
@@ -462,7 +509,7 @@ static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_
         p->width = width, p->height = height;
     }
     w = p->width, h = p->height;
-    if (p->kind < GEOMETRY_NONE || p->kind > GEOMETRY_WARP || w < 1 || h < 1 || w > 32766 || h > 32766 ||
+    if (p->kind < GEOMETRY_NONE || p->kind > GEOMETRY_WARP || w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE ||
         (dtype != OUT_U8 && dtype != OUT_F32)) {
         PyErr_SetString(PyExc_ValueError, "bad geometry or dtype");
         return -1;
@@ -528,26 +575,29 @@ static PyObject *finish(PyObject *module, PyObject *args) {
 }
 
 PyDoc_STRVAR(sample_doc,
-"sample(data, reduction, x, y, width, height, mode, geometry, out, dtype, channel_first, mean, std) -> bool\n\n"
+"sample(data, reduction, x, y, width, height, mode, geometry, out, dtype, channel_first, mean, std,\n"
+"       max_pixels=2**28) -> bool\n\n"
 "One sample in one call without the GIL: the region (x, y, width, height) of a JPEG decoded at\n"
 "1/reduction, as picpac.image.decode_channels decodes it (mode 0 gray, 1 BGR, 2 RGB), then finish()'s\n"
 "geometry and output into ``out``. False, with ``out`` untouched, when the JPEG cannot be decoded this\n"
-"way (decode() would return None): the caller then takes its Python path.");
+"way (decode() would return None, or declares more than max_pixels pixels, 0: no limit): the caller then\n"
+"takes its Python path. ValueError for a bad argument.");
 
 static PyObject *sample(PyObject *module, PyObject *args) {
     Py_buffer data;
     PyObject *geometry, *out, *mean, *std;
     int reduction, x, y, width, height, mode, dtype, channel_first, status, channels, left;
+    unsigned long long max_pixels = DEFAULT_MAX_PIXELS;
     JDIMENSION cx, cw;
     Decoder d;
     Plan plan;
     unsigned char *rows = NULL;
     (void)module;
-    if (!PyArg_ParseTuple(args, "y*iiiiiiO!OipOO:sample", &data, &reduction, &x, &y, &width, &height, &mode,
-                          &PyTuple_Type, &geometry, &out, &dtype, &channel_first, &mean, &std))
+    if (!PyArg_ParseTuple(args, "y*iiiiiiO!OipOO|K:sample", &data, &reduction, &x, &y, &width, &height, &mode,
+                          &PyTuple_Type, &geometry, &out, &dtype, &channel_first, &mean, &std, &max_pixels))
         return NULL;
     if ((reduction != 1 && reduction != 2 && reduction != 4) || mode < GRAY || mode > RGB || x < 0 || y < 0 ||
-        width <= 0 || height <= 0 || width > 32766 || height > 32766) {
+        width <= 0 || height <= 0 || x > MAX_REGION || y > MAX_REGION || width > MAX_REGION || height > MAX_REGION) {
         PyBuffer_Release(&data);
         PyErr_SetString(PyExc_ValueError, "sample: bad reduction, mode or region");
         return NULL;
@@ -565,7 +615,8 @@ static PyObject *sample(PyObject *module, PyObject *args) {
     cx = (JDIMENSION)left;
     cw = (JDIMENSION)(width + x - left + 1);
     Py_BEGIN_ALLOW_THREADS
-    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw);
+    status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw,
+                   max_pixels);
     if (status == OK && (size_t)x + width > (size_t)cx + cw)
         status = UNSUPPORTED; /* the region reaches past the right edge */
     if (status == OK) {

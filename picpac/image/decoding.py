@@ -5,7 +5,8 @@ extension ``picpac.image._jpeg`` over the system's libjpeg-turbo; without it eve
 
 Every decode is bounded by ``max_pixels`` (width x height, default :data:`MAX_PIXELS`), checked on the
 size in the image's header before any decoder runs, so a decompression bomb (a tiny file declaring a
-huge image) is refused without allocating its pixels. Images whose header picpac cannot read (see
+huge image) is refused without allocating its pixels; a progressive JPEG's scans are bounded too
+(:func:`check_scans`), since each is a pass over the whole image. Images whose header picpac cannot read (see
 :mod:`.headers`) are bounded by OpenCV's own limit, the environment variable
 ``OPENCV_IO_MAX_IMAGE_PIXELS`` (2**30 unless set before cv2 is imported), and checked after decoding.
 """
@@ -17,9 +18,9 @@ import cv2
 import numpy as np
 
 from ..engine.processes import register_fork_probe
-from ..errors import ImageTooLargeError, PicPacValueError
+from ..errors import ImageTooLargeError, PicPacValueError, TooManyScansError
 from ..file.inputs import read_file, source_error
-from .headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
+from .headers import PNG_MAGIC, image_size, jpeg_frame, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
 
 try:
     from . import _jpeg
@@ -66,6 +67,24 @@ def check_pixels(width: int, height: int, max_pixels: int | None = MAX_PIXELS) -
         raise ImageTooLargeError(width, height, max_pixels)
 
 
+MAX_SCANS = 64
+"""The most scans a progressive JPEG may have (libjpeg's standard progression has 6 to 10; the C decoder stops at
+this many too)."""
+
+SCAN_PASSES = 8
+"""A progressive JPEG's scans times its pixels may be at most this many images of ``max_pixels``: each scan is a
+pass over every block, so a few KB of crafted scans over a huge image would cost seconds each."""
+
+
+def check_scans(data: Any, width: int, height: int, max_pixels: int | None = MAX_PIXELS) -> None:
+    """Raise TooManyScansError when the JPEG ``data`` (a non-baseline one: baseline JPEGs have one scan per
+    component at most) has more than MAX_SCANS scans, or more than SCAN_PASSES * max_pixels / pixels."""
+    allowed = MAX_SCANS if not max_pixels else min(MAX_SCANS, max(1, SCAN_PASSES * max_pixels // (width * height)))
+    scans = bytes(data).count(b"\xff\xda")  # SOS: entropy-coded data stuffs every 0xFF, so only markers match
+    if scans > allowed:
+        raise TooManyScansError(width, height, scans, allowed)
+
+
 # JPEG has no alpha, so decoding it with orientation applied loses nothing; other formats keep alpha.
 _JPEG_AS_SHOWN = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
 
@@ -95,12 +114,16 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
 
 
 def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:
-    """The header's (width, height) after check_pixels, or None when there is no limit or no readable header."""
+    """The header's (width, height) after check_pixels (and check_scans for a progressive JPEG), or None when there
+    is no limit or no readable header."""
     if not max_pixels:
         return None
-    size = image_size(data)
+    frame = jpeg_frame(data)
+    size = image_size(data) if frame is None else frame[:2]
     if size is not None:
         check_pixels(*size, max_pixels)
+    if frame is not None and not frame[3]:
+        check_scans(data, *frame[:2], max_pixels)
     return size
 
 
@@ -205,7 +228,10 @@ def _decode_region(data: Any, channels: int, rgb: bool, reduction: int, region: 
     # otherwise lack its neighbour and differ from a whole decode there
     left = max(0, x - 1)
     mode = 0 if channels == 1 else 2 if rgb else 1
-    answer = _jpeg.decode(data, reduction, left, y, width + x - left + 1, height, mode)
+    try:  # the size was checked: no limit here
+        answer = _jpeg.decode(data, reduction, left, y, width + x - left + 1, height, mode, 0)
+    except ValueError:  # a region the C call does not take: OpenCV decodes the image (a MemoryError is the caller's)
+        return None
     if answer is None:
         return None
     pixels, first, row_width = answer
@@ -233,8 +259,12 @@ def fused_sample(data: Any, channels: int, rgb: bool, reduction: int, region: Re
     :func:`decode_channels` decodes it), mapped by ``geometry`` (``sample.fused_geometry``), then written into
     ``out`` (uint8 or float32, C-contiguous) as ``transforms.convert`` writes it, with ``mean`` and ``std`` (0, 1
     or one value per channel; float32 only). The same bytes as the Python path with OpenCV. False, ``out``
-    untouched, when the JPEG cannot be decoded this way (CMYK, damaged, progressive with scans missing)."""
+    untouched, when the JPEG cannot be decoded this way (CMYK, damaged, progressive with scans missing) or the C call
+    refuses the plan or runs out of memory: the caller then takes its Python path, never a raw C error."""
     mode = 0 if channels == 1 else 2 if rgb else 1
-    return _jpeg.sample(data, reduction, *region, mode, geometry, out, FUSED_DTYPES[out.dtype], channel_first,
-                        mean, std)
+    try:  # the caller checked the size: no limit here
+        return _jpeg.sample(data, reduction, *region, mode, geometry, out, FUSED_DTYPES[out.dtype], channel_first,
+                            mean, std, 0)
+    except (ValueError, MemoryError):  # a plan the C call does not take, or no memory for it: the Python path
+        return False
 

@@ -14,7 +14,7 @@ import cv2
 import numpy as np
 
 from ..errors import SampleError
-from .decoding import FUSED_WARPS, REDUCTIONS, Region
+from .decoding import FUSED_WARPS, MAX_PIXELS, MAX_SIDE, REDUCTIONS, Region
 from .shapes import Shapes
 
 
@@ -30,17 +30,23 @@ class Sample:
     decode that still has at least the resolution the pending map needs. With ``regions=True``,
     ``region`` is the part of that decode the map reads (else None); ``d`` returns either that
     region or the whole image.
+
+    The size the pending map makes is bounded before any pixel is allocated (when the pixels are read, or the
+    map is handed to the fused path or the device stage): sides of at most ``decoding.MAX_SIDE`` and at most
+    ``max_pixels`` pixels (None or 0: sides only), else a SampleError naming the record. Sizes of the chain's
+    steps that are never made are not bounded.
     """
 
     __slots__ = ("_image", "_mask", "shapes", "label", "record", "extra", "_matrix", "_size", "_border",
-                 "_decoder", "_regions", "_source_size")
+                 "_decoder", "_regions", "_source_size", "max_pixels")
 
     def __init__(self, image: np.ndarray | None, label: float, record: int, *, mask: np.ndarray | None = None,
                  shapes: Shapes | None = None, extra: dict[str, Any] | None = None,
                  size: tuple[int, int] | None = None, decoder: Callable[[int, Region | None], np.ndarray | None] | None = None,
-                 regions: bool = False):
+                 regions: bool = False, max_pixels: int | None = MAX_PIXELS):
         self._image, self._mask, self.shapes = image, mask, shapes
         self.label, self.record, self.extra = label, record, {} if extra is None else extra
+        self.max_pixels = max_pixels
         self._matrix: np.ndarray | None = None
         self._size = (image.shape[1], image.shape[0]) if image is not None else size
         self._source_size, self._decoder, self._regions = self._size, decoder, regions
@@ -69,8 +75,20 @@ class Sample:
         self._matrix = matrix if self._matrix is None else _compose(matrix, self._matrix)
         self._size = (int(size[0]), int(size[1]))
 
+    def _bounded(self) -> None:
+        """SampleError when the size the pending map makes is past the bounds (the class docstring)."""
+        width, height = self._size
+        if not (1 <= width <= MAX_SIDE and 1 <= height <= MAX_SIDE) or \
+                (self.max_pixels and width * height > self.max_pixels):
+            raise SampleError(self.extra.get("source", "sample"), self.record,
+                              f"would become {width}x{height} ({width * height:,} pixels) by its geometry: an image "
+                              f"may have sides of 1 to {MAX_SIDE} pixels and at most max_pixels={self.max_pixels or 0:,} "
+                              "pixels (an extreme aspect ratio? skip_errors=True skips such records)")
+
     @property
     def image(self) -> np.ndarray:
+        if self._matrix is not None:
+            self._bounded()
         if self._image is None:
             self._image, image_matrix = self._decode()
         else:
@@ -105,7 +123,11 @@ class Sample:
         width, height = self._source_size
         for r in (reduction, 1) if reduction > 1 else (1,):
             region = self._region(r) if self._regions else None
-            pixels = self._decoder(r, region)
+            try:
+                pixels = self._decoder(r, region)
+            except MemoryError:
+                raise SampleError(self.extra.get("source", "sample"), self.record,
+                                  "cannot be decoded: not enough memory for its image") from None
             if pixels is None:
                 raise SampleError(self.extra.get("source", "sample"), self.record, "cannot decode its image")
             h, w = pixels.shape[:2]
@@ -134,6 +156,8 @@ class Sample:
     def pending(self) -> tuple[np.ndarray | None, tuple[int, int], tuple[int, float]]:
         """``(matrix, size, border)``: the map not applied yet (None: none) from the source's continuous coordinates
         onto ``size`` = (width, height), and its border (kind, fill); for a resampler elsewhere (the device stage)."""
+        if self._matrix is not None:
+            self._bounded()
         return self._matrix, self._size, self._border
 
     def source(self) -> tuple[np.ndarray, np.ndarray | None]:
@@ -154,6 +178,8 @@ class Sample:
         does not follow the Python path (the pixels were read already, or a border other than a constant)."""
         if self._image is not None or self._mask is not None or not self._regions:
             return None
+        if self._matrix is not None:
+            self._bounded()
         reduction = self._reduction()
         region = None if self._matrix is None else self._region(reduction)
         if region is None:
@@ -218,7 +244,8 @@ class Sample:
     def copy(self) -> Sample:
         """An independent sample (arrays are shared: transforms replace arrays, never write into them)."""
         out = Sample(self.image, self.label, self.record, mask=self._mask,
-                     shapes=None if self.shapes is None else self.shapes.copy(), extra=dict(self.extra))
+                     shapes=None if self.shapes is None else self.shapes.copy(), extra=dict(self.extra),
+                     max_pixels=self.max_pixels)
         return out
 
 

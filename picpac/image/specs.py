@@ -12,7 +12,6 @@ cannot handle fail here, naming the type, key, range and value, not later in the
 """
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
@@ -20,7 +19,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from ..errors import PicPacTypeError, PicPacValueError
+from ..errors import PicPacTypeError, PicPacValueError, closest
 from .color import AddColor, Blur, Normalize
 from .decoding import MAX_SIDE
 from .dense import BasicKeypoints, BoxFeature, DenseBoxAnchors, DenseCircleAnchors, DensePointAnchors
@@ -190,8 +189,8 @@ class Spec:
 
 
 def _hint(name: str, names: Sequence[str]) -> str:
-    close = difflib.get_close_matches(name, list(names), n=1, cutoff=0.6)
-    return f" (did you mean {close[0]!r}?)" if close else ""
+    close = closest(name, names)
+    return f" (did you mean {close!r}?)" if close else ""
 
 
 def _new(cls: type, random: bool, **kwargs: Any) -> Any:

@@ -1,7 +1,6 @@
 """ImageStream's configuration: PicPac's key names, types, defaults and checks (docs/stream.md)."""
 from __future__ import annotations
 
-import difflib
 import math
 import numbers
 import os
@@ -10,7 +9,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..errors import PicPacTypeError, PicPacValueError
+from ..errors import PicPacTypeError, PicPacValueError, closest
 from ..file.layout import MAX_FIELDS
 from ..file.remote import (BLOCK_SIZE, CACHE_LIMIT, MAX_BLOCK, MAX_TIMEOUT, MIN_BLOCK, REMOTE_TIMEOUT, RETRIES,
                            RemoteOptions)
@@ -437,8 +436,8 @@ class StreamConfig(Mapping):
         unknown = [name for name in given if name not in KEYS]
         if unknown:
             name = unknown[0]
-            close = difflib.get_close_matches(str(name), list(KEYS) + list(LEGACY), n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else "; see `picpac docs stream` for the keys"
+            close = closest(name, [*KEYS, *LEGACY])
+            hint = f"; did you mean {close!r}?" if close else "; see `picpac docs stream` for the keys"
             raise PicPacValueError(f"unknown config key {name!r}{hint}")
         values = {name: k.default for name, k in KEYS.items()}
         for name, value in given.items():  # (None is every None default's "unset")

@@ -216,6 +216,8 @@ class Processor:
             return self._decode(fields, label, record, where, arrays)
         except ImageTooLargeError as exc:
             raise SampleError(where, record, f"has an image of {exc.advice('the config key max_pixels')}") from exc
+        except MemoryError:
+            raise SampleError(where, record, "cannot be decoded: not enough memory for its image") from None
 
     def _decode(self, fields: dict[str, Any], label: float, record: int, where: str,
                 arrays: Mapping[str, ArraySpec] | None) -> Sample:
@@ -231,20 +233,23 @@ class Processor:
         spec = arrays.get(name) if arrays else None
         header = image.jpeg_frame(data) if spec is None and channels in (1, 3) and c.reduced_decode else None
         if spec is not None:
-            sample = Sample(array_view(data, spec, name, record, where), label, record, extra=extra)
+            sample = Sample(array_view(data, spec, name, record, where), label, record, extra=extra,
+                            max_pixels=self.max_pixels)
         elif header is not None:
-            width, height, orientation, _ = header
+            width, height, orientation, baseline = header
             extra["jpeg_frame"] = header  # (the device job reads whether it is baseline from it)
             image.check_pixels(width, height, self.max_pixels)
+            if not baseline:
+                image.check_scans(data, width, height, self.max_pixels)
             # checked here, from the header the deferred decode reads: it need not check again
             sample = Sample(None, label, record, extra=extra, size=(width, height),
                             decoder=partial(self.decode_image, data, channels, self.rgb, max_pixels=None),
-                            regions=self.region_decode and orientation == 1)
+                            regions=self.region_decode and orientation == 1, max_pixels=self.max_pixels)
         else:
             pixels = self.decode_image(data, channels, self.rgb, max_pixels=self.max_pixels)
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
-            sample = Sample(pixels, label, record, extra=extra)
+            sample = Sample(pixels, label, record, extra=extra, max_pixels=self.max_pixels)
         annotate, field = c.annotate, c.annotation_field
         name = None if field is None or annotate == "auto" else \
             self.field_name(fields, field, "annotation_field", record, where)

@@ -33,6 +33,7 @@ def caption(canvas: np.ndarray, text: str, at: tuple[int, int], bgr: tuple[float
     1 suits pictures of a few hundred pixels."""
     x, y = max(0, at[0]), max(10 * scale, at[1])
     size = 0.35 * scale
+    text = text.encode("ascii", "backslashreplace").decode()  # OpenCV's fonts are ASCII: others escaped, never an error
     cv2.putText(canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, size, (0, 0, 0), 2 * scale, cv2.LINE_AA)
     cv2.putText(canvas, text, (x, y), cv2.FONT_HERSHEY_SIMPLEX, size, bgr[:3], scale, cv2.LINE_AA)
 

@@ -15,9 +15,10 @@ import numpy as np
 import pytest
 
 import picpac
+from picpac import errors
 from picpac.image import decoding, headers
 
-from helpers import jpeg_bomb, png_bomb
+from helpers import jpeg_bomb, png_bomb, progressive_jpeg
 
 PIXELS = np.random.default_rng(0).integers(0, 256, (37, 53, 3), dtype=np.uint8)
 
@@ -212,3 +213,67 @@ def test_image_size_of_hostile_headers():
     avif = b"\x00\x00\x00\x14ftypavif" + bytes(8) + b"\x00\x00\x00\x1cmeta" + b"\x00\x00\x00\x14ispe" + bytes(4) \
         + struct.pack(">II", 0, 24)
     assert image_size(avif) is None  # a zero width is no size
+
+
+def scan_bomb(width: int = 16383, height: int = 16383, scans: int = 68) -> bytes:
+    """A JPEG whose progressive frame header declares ``width`` x ``height``, with ``scans`` start-of-scan markers in
+    all: refused before any decoder reads them."""
+    data = bytearray(jpeg_bomb(width, height))
+    data[data.index(b"\xff\xc0") + 1] = 0xC2  # progressive
+    return bytes(data[:-2]) + b"\xff\xda" * (scans - 1) + b"\xff\xd9"
+
+
+def test_a_progressive_jpeg_of_too_many_scans_is_refused_from_its_markers():
+    """Each scan is a pass over every block: at most MAX_SCANS, and scans x pixels at most SCAN_PASSES images of
+    max_pixels (8 scans of a 16383x16383 image at the default limit)."""
+    assert decoding.MAX_SCANS == 64 and decoding.SCAN_PASSES == 8
+    for scans, width, limit, allowed in ((68, 100, decoding.MAX_PIXELS, 64), (9, 16383, decoding.MAX_PIXELS, 8),
+                                         (65, 100, None, 64), (3, 16383, 2**26, 2)):
+        bomb = scan_bomb(width, width, scans)
+        with pytest.raises(errors.TooManyScansError, match=rf"{width}x{width} in {scans} progressive scans, more than "
+                                                           rf"the {allowed} picpac decodes at this size"):
+            decoding.check_scans(bomb, width, width, limit)
+    decoding.check_scans(scan_bomb(16383, 16383, 8), 16383, 16383)  # at the bound
+    for decode in (decoding.decode, lambda data: decoding.decode_channels(data, 3, False, 1, (0, 0, 8, 8))):
+        with pytest.raises(errors.ImageTooLargeError, match="68 progressive scans"):  # a kind of ImageTooLargeError
+            decode(scan_bomb())
+    error = pickle.loads(pickle.dumps(errors.TooManyScansError(10, 20, 70, 64)))
+    assert (error.width, error.height, error.scans, error.allowed) == (10, 20, 70, 64)
+
+
+def test_the_c_decoder_stops_a_progressive_jpeg_at_its_scan_budget_and_checks_the_pixels_itself():
+    """The same budget inside libjpeg's progress monitor, for direct calls: 66 scans of a 2048x2048 image stop at scan
+    65 (None: decode it another way), 60 decode; a direct call past max_pixels (default 2**28) is a ValueError."""
+    if decoding._jpeg is None:
+        pytest.skip("picpac's C extension is not built")
+    many, fewer = progressive_jpeg(2048, 2048, 66), progressive_jpeg(2048, 2048, 60)
+    assert many.count(b"\xff\xda") == 66 and fewer.count(b"\xff\xda") == 60
+    assert decoding._jpeg.decode(many, 1, 0, 0, 64, 64, 0, 0) is None
+    pixels, x0, width = decoding._jpeg.decode(fewer, 1, 0, 0, 64, 64, 0, 0)
+    assert len(pixels) == 64 * width and set(pixels) == {0}
+    with pytest.raises(ValueError, match=r"declares more than max_pixels=268435456 pixels"):
+        decoding._jpeg.decode(jpeg_bomb(), 1, 0, 0, 8, 8, 1)
+    with pytest.raises(ValueError, match=r"max_pixels=100 pixels"):
+        decoding._jpeg.decode(fewer, 1, 0, 0, 8, 8, 1, 100)
+    out = np.zeros((8, 8, 1), np.uint8)
+    assert not decoding._jpeg.sample(many, 1, 0, 0, 8, 8, 0, (0,) * 12, out, 0, False, (), ())
+
+
+def test_direct_calls_with_hostile_numbers_are_value_errors():
+    """Regions past a JPEG's largest side and plans of numbers no int or float32 holds: ValueError, no undefined
+    behaviour (UBSan found these: a signed overflow in the region's width, float-to-int casts)."""
+    if decoding._jpeg is None:
+        pytest.skip("picpac's C extension is not built")
+    data = encoded(".jpg")
+    out = np.zeros((37, 53, 3), np.uint8)
+    for region in ((2**31 - 2, 0, 2**31 - 2, 8), (0, 0, 65536, 8)):
+        with pytest.raises(ValueError, match="bad reduction, mode or region"):
+            decoding._jpeg.decode(data, 1, *region, 1)
+        with pytest.raises(ValueError, match="bad reduction, mode or region"):
+            decoding._jpeg.sample(data, 1, *region, 1, (0,) * 12, out, 0, False, (), ())
+    for geometry in ((2, 0, 0, 1e300, 0, 0, 0, 1, 0, 0, 53, 37), (float("nan"),) + (0,) * 11, (1e10,) + (0,) * 11):
+        with pytest.raises(ValueError, match="not finite or past 1e9"):
+            decoding._jpeg.sample(data, 1, 0, 0, 53, 37, 1, geometry, out, 0, False, (), ())
+    with pytest.raises(ValueError, match="mean: a value that is not a finite float32"):
+        decoding._jpeg.sample(data, 1, 0, 0, 53, 37, 1, (0,) * 12, out.astype(np.float32), 1, False, (1e300,), ())
+    assert not decoding.fused_sample(data, 3, False, 1, (0, 0, 53, 37), (1e10,) + (0,) * 11, out, False)  # no raw error

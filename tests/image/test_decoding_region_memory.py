@@ -24,7 +24,7 @@ CHILD = textwrap.dedent("""
     from picpac.image import decoding
     data = bytearray(jpeg_bomb(65500, 65500))  # a real baseline JPEG declaring 65500 x 65500: 12.9 GB as BGR
     resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30))
-    calls = [lambda: decoding._jpeg.decode(data, 1, 0, 0, 65500, 65500, 1),
+    calls = [lambda: decoding._jpeg.decode(data, 1, 0, 0, 65500, 65500, 1, 0),  # (0: no pixel limit)
              lambda: decoding.decode_channels(data, 3, True, 1, (0, 0, 65500, 65500), max_pixels=None),
              lambda: decoding.decode_channels(bytes(data), 1, False, 1, (0, 0, 65500, 65500), max_pixels=None)]
     for call in calls * 3:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+import cv2
 import numpy as np
 import pytest
 
@@ -93,3 +94,30 @@ def test_image_loader_refuses_a_bomb(tmp_path):
     assert picpac.ImageLoader(max_pixels=0).load_binary(small).shape == (1, 3, 6, 8)
     with pytest.raises(picpac.PicPacValueError, match="cannot decode"):
         loader.load_binary(b"junk")
+
+
+def extreme_db(path):
+    """Valid JPEGs of extreme aspect ratios (records 0 and 2) between ordinary ones, labelled by index."""
+    sizes = [(3000, 2), (300, 400), (16, 40960), (120, 90)]
+    with picpac.Writer(path) as writer:
+        for i, (h, w) in enumerate(sizes):
+            image = np.random.default_rng(i).integers(0, 256, (h, w, 3), dtype=np.uint8)
+            writer.append(image=cv2.imencode(".jpg", image)[1].tobytes(), label=float(i))
+    return path
+
+
+@pytest.mark.parametrize("fused", [True, False])
+@pytest.mark.parametrize("keys, skipped", [({"resize_shorter": 256}, [0, 2]), ({"min_size": 256}, [0, 2]),
+                                           ({"resize_width": 224}, [0]), ({"resize_height": 224}, [2])])
+def test_an_output_past_the_side_limit_is_a_sample_error_that_skip_errors_skips(tmp_path, fused, keys, skipped):
+    """A 2x3000 JPEG resized to a shorter side of 256 would be 256x384000 (1.1 GiB of float32): refused before any
+    pixel is allocated, on the fused path and the Python path alike; a 40960x16 one resized to 224 wide streams."""
+    db = extreme_db(tmp_path / "extreme.picpac")
+    config = {"batch": 1, "loop": False, "shuffle": False, "threads": 1, "fused": fused, **keys}
+    with picpac.ImageStream(db, skip_errors=True, **config) as stream:
+        labels = [int(batch[1][0]) for batch in stream]
+        stats = stream.stats()
+    assert labels == [i for i in range(4) if i not in skipped] and stats["skipped"] == len(skipped)
+    with picpac.ImageStream(db, **config) as stream:
+        with pytest.raises(picpac.SampleError, match=rf"record {skipped[0]} would become \d+x\d+ .*sides of 1 to 32766"):
+            list(stream)

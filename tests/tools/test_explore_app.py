@@ -79,7 +79,7 @@ def app(db):
 
 @pytest.mark.parametrize("target", ["/", "/grid", "/record/0", "/thumb/0.jpg", "/image/0.png", "/augment",
                                     "/record/99", "/nowhere", "/thumb/1.jpg", "/static/explore.js",
-                                    "/augment.json?set=x"])
+                                    "/augment.json?set=x", "/favicon.ico"])
 def test_every_answer_carries_the_security_headers(app, target):
     status, headers, _ = get(app, target)
     assert status in (200, 400, 404)
@@ -233,3 +233,52 @@ def test_kind_of_an_array_field(tmp_path):
     picpac.write_arrays(tmp_path / "db", np.zeros((1, 6, 5, 3), np.float32))
     with picpac.Reader(tmp_path / "db") as r:
         assert _kind(r, "image", r[0]["image"]) == "array 6x5x3 float32"
+
+
+def test_the_favicon_is_a_png_the_app_serves_itself(app):
+    status, headers, body = get(app, "/favicon.ico")
+    icon = cv2.imdecode(np.frombuffer(body, np.uint8), cv2.IMREAD_COLOR)
+    assert status == 200 and headers["content-type"] == "image/png" and icon.shape == (16, 16, 3)
+
+
+def test_a_class_name_that_is_no_valid_unicode_is_shown_escaped(tmp_path):
+    """A name with a lone surrogate (valid JSON, "\\udcff", but no UTF-8) in a file's class table: every page, picture
+    and JSON answer shows it escaped, never a 500."""
+    path = tmp_path / "names.picpac"
+    shapes = {"shapes": [{"type": "rect", "geometry": {"x": 0.1, "y": 0.1, "width": 0.5, "height": 0.5}, "label": 1}]}
+    with picpac.Writer(path, metadata={"classes": ["cat", "bad\udcff"]}) as w:
+        w.append(image=png(PIXELS), annotation=json.dumps(shapes).encode(), label=1)
+    built = build_app(path)
+    try:
+        status, _, body = get(built, "/record/0")
+        assert status == 200 and "bad\\udcff" in body.decode()
+        assert get(built, "/grid")[0] == 200 and get(built, "/")[0] == 200 and get(built, "/image/0.png")[0] == 200
+        config = "annotate: json\ntask: detect\nbatch: 1\nresize_width: 32\nresize_height: 32\nshuffle: false"
+        status, _, body = get(built, "/augment.json?" + urlencode({"config": config}))
+        assert status == 200 and json.loads(body)["error"] is None
+    finally:
+        built.state.explorer.index.close()
+
+
+def test_a_failure_is_an_escaped_page_with_the_security_headers(app, monkeypatch):
+    """Starlette sends the answer to an unexpected exception past the middleware: it carries the headers itself."""
+    def boom(*args, **kwargs):
+        raise RuntimeError("<script>no</script>")
+    monkeypatch.setattr(app.state.explorer, "overview", boom)
+    sent = []
+
+    async def send(message):
+        sent.append(message)
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": "/", "raw_path": b"/", "query_string": b"", "root_path": "", "headers": [(b"host", b"127.0.0.1")],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 8000)}
+    with pytest.raises(RuntimeError):  # (re-raised after the answer is sent, for the server's log)
+        asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    headers = {k.decode(): v.decode() for k, v in start["headers"]}
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    assert start["status"] == 500 and all(headers[k.lower()] == v for k, v in HEADERS.items())
+    assert error_of(body) == "RuntimeError: <script>no</script>" and "<script>no" not in body.decode()

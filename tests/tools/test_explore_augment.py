@@ -252,3 +252,33 @@ def test_a_busy_augmenter_says_so_without_starting_a_run(tmp_path, monkeypatch):
             await augmenter.run("batch: 1", present)
     asyncio.run(while_another_runs())
     assert augmenter.started == 0
+
+
+
+def test_a_yaml_alias_is_refused_before_it_expands():
+    """Six levels of ten aliases each would be 10**6 lists: refused at the first alias, at once."""
+    text = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"{c}: &{c} [{', '.join(['*' + p] * 10)}]\n" for p, c in zip("abcdef", "bcdefg"))
+    assert refusal(text) == "the config uses a YAML alias (*name); the explorer does not expand them: write the value out"
+    assert refusal("a: &a {seed: 1}\n<<: *a") == refusal(text)  # a merge key reads an alias too
+
+
+def test_the_values_a_config_holds_are_bounded_while_parsing_and_after():
+    assert augment.MAX_NODES == 2000
+    many = "transforms:\n" + "".join(f"- {{type: flip, p: {i}}}\n" for i in range(700))  # 2,801 values
+    assert refusal(many) == "the config holds more than 2,000 values; the explorer runs smaller ones"
+    as_json = json.dumps({"transforms": [{"type": "flip", "p": i} for i in range(700)]})
+    assert refusal(as_json) == "the config holds more than 2,000 values; the explorer runs smaller ones"
+    assert refusal("[" * 5000 + "]" * 5000).startswith("the config is nested too deeply")
+
+
+def test_a_mistyped_key_gets_a_did_you_mean_and_resize_shorter_is_a_size_key():
+    assert refusal("resize_widht: 64") == "unknown config key 'resize_widht'; did you mean 'resize_width'?"
+    assert refusal("resize_shorterr: 64") == "unknown config key 'resize_shorterr'; did you mean 'resize_shorter'?"
+    assert parsed("resize_shorter: 64").augment.resize_shorter == 64
+    with pytest.raises(ConfigRefused, match=r"^config key 'resize_shorter' makes the database's 300x200 images "
+                                            r"7500x5000 \(37,500,000 pixels\)"):
+        check_cost(parsed("resize_shorter: 5000"), [(300, 200)])
+    with pytest.raises(ConfigRefused, match=r"^config key 'resize_shorter' makes the database's 2x3000 images "
+                                            r"256x384000 "):
+        check_cost(parsed("resize_shorter: 256"), [(2, 3000)])

@@ -65,10 +65,16 @@ def browser():
     options.binary_location = CHROMIUM
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu", "--window-size=1280,1000"):
         options.add_argument(arg)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # the console, read by console_errors()
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     driver.set_page_load_timeout(60)
     yield driver
     driver.quit()
+
+
+def console_errors(browser) -> list[str]:
+    """What the browser's console logged as errors since the last call (a missing /favicon.ico would be one)."""
+    return [entry["message"] for entry in browser.get_log("browser") if entry["level"] == "SEVERE"]
 
 
 def shot(browser, tmp_path: Path, name: str) -> None:
@@ -121,6 +127,7 @@ def test_overview_grid_record_augmentation(server, browser, tmp_path):
     WebDriverWait(browser, 60).until(lambda b: all(loaded(b, img) for img in samples))
     assert browser.execute_script("return arguments[0].naturalWidth", samples[0]) == 160
     shot(browser, tmp_path, "augment")
+    assert console_errors(browser) == []  # every page, picture and script the browser asked for so far, favicon too
 
     box = browser.find_element(By.ID, "config")
     box.clear()

@@ -33,7 +33,7 @@ def grid_values(**changes) -> dict:
 
 
 def test_every_page_is_a_template_of_the_base():
-    assert sorted(ENV.loader.mapping) == ["augment", "base", "grid", "not_found", "overview", "record"]
+    assert sorted(ENV.loader.mapping) == ["augment", "base", "failed", "grid", "not_found", "overview", "record"]
     html = render("not_found", db_name="db.picpac")
     assert html.startswith("<!doctype html>") and "<title>Not found - picpac explore</title>" in html
     assert '<span class="muted">db.picpac</span>' in html and 'id="error"' not in html

@@ -175,11 +175,13 @@ def test_a_point_is_a_dot(tmp_path):
     assert not img[60:].any() and not img[:, 60:].any()
 
 
-def test_a_mask_is_blended_half_and_half_with_its_colours(tmp_path):
+@pytest.mark.parametrize("field", ["annotation", "mask"])
+def test_a_mask_is_blended_half_and_half_with_its_colours(tmp_path, field):
+    """In the field 'annotation', or 'mask' (the record page draws what picpac dump and the augmentation page draw)."""
     image = np.full((20, 30, 3), 100, np.uint8)
     mask = np.zeros((10, 15), np.uint8)
     mask[2:5, 3:9], mask[6:9, 1:4] = 1, 2
-    reader = write(tmp_path / "db", {"image": png(image), "annotation": png(mask)})
+    reader = write(tmp_path / "db", {"image": png(image), field: png(mask)})
     img = decoded(annotated(reader, 0))
     big = cv2.resize(mask, (30, 20), interpolation=cv2.INTER_NEAREST)
     for value in (1, 2):

@@ -12,6 +12,8 @@ import threading
 from typing import Any
 from urllib.parse import urlencode
 
+import cv2
+import numpy as np
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.middleware import Middleware
@@ -42,6 +44,9 @@ GRID_FOLDS = 5
 SCRIPT = (pathlib.Path(__file__).parent / "static" / "explore.js").read_bytes()
 """The one script the pages load (the augmentation page's controls), served by the app itself."""
 _DIGEST = re.compile(r"[0-9a-f]{20}")
+ICON = cv2.imencode(".png", np.kron(np.eye(2, dtype=np.uint8), np.ones((8, 8), np.uint8))[:, :, None]
+                    * np.array([204, 131, 79], np.uint8))[1].tobytes()
+"""/favicon.ico: 16x16, two squares in the pages' blue (a browser asks for it; without it, its console shows a 404)."""
 HEADERS = {
     "Content-Security-Policy": "default-src 'none'; script-src 'self'; connect-src 'self'; img-src 'self'; "
                                "style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
@@ -68,6 +73,14 @@ class _SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, sending)
+
+
+class _JSON(JSONResponse):
+    """JSON with every non-ASCII character escaped: text that is no valid Unicode (a name with lone surrogates, from a
+    file's JSON) stays valid JSON instead of failing the response."""
+
+    def render(self, content: Any) -> bytes:
+        return json.dumps(content, ensure_ascii=True, allow_nan=False, separators=(",", ":")).encode()
 
 
 class Explorer:
@@ -116,7 +129,10 @@ class Explorer:
         return i
 
     def page(self, name: str, status: int = 200, **values: Any) -> HTMLResponse:
-        return HTMLResponse(render(name, db_name=self.name, **values), status_code=status)
+        """A page as UTF-8; text that is no valid Unicode (a name with lone surrogates, from a file's JSON) escaped
+        (``\\udcff``) rather than failing the page."""
+        html = render(name, db_name=self.name, **values)
+        return HTMLResponse(html.encode("utf-8", "backslashreplace"), status_code=status)
 
 
 def _integral(value: float) -> bool:
@@ -250,7 +266,7 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
 
     async def augment_json(request: Request) -> Response:
         status, shown = await attempt(request)
-        return JSONResponse(shown, status_code=status)
+        return _JSON(shown, status_code=status)
 
     def augment_png(drawn: bool) -> Any:
         def png(request: Request) -> Response:
@@ -264,18 +280,30 @@ def build_app(path: str | os.PathLike, *, allowed_hosts: list[str] | None = None
     def script(request: Request) -> Response:
         return Response(SCRIPT, media_type="text/javascript")
 
+    def icon(request: Request) -> Response:
+        return Response(ICON, media_type="image/png")
+
     async def not_found(request: Request, exc: Exception) -> Response:
         return ex.page("not_found", status=404)
+
+    async def failed(request: Request, exc: Exception) -> Response:
+        """Any other failure: one escaped line, never a traceback, with the headers every page has (Starlette sends
+        this answer past the middleware)."""
+        response = ex.page("failed", status=500, error=f"{type(exc).__name__}: {exc}"[:500])
+        response.headers.update(HEADERS)
+        return response
 
     routes = [Route("/", home), Route("/grid", grid), Route("/record/{i:int}", record),
               Route("/thumb/{i:int}.jpg", thumb), Route("/image/{i:int}.png", image),
               Route("/augment", augment), Route("/augment.json", augment_json),
               Route("/augment/{digest:str}/{k:int}.png", augment_png(False)),
-              Route("/augment/{digest:str}/{k:int}-drawn.png", augment_png(True)), Route("/static/explore.js", script)]
+              Route("/augment/{digest:str}/{k:int}-drawn.png", augment_png(True)), Route("/static/explore.js", script),
+              Route("/favicon.ico", icon)]
     middleware = [Middleware(_SecurityHeaders)]
     if allowed_hosts is not None:
         middleware.append(Middleware(TrustedHostMiddleware, allowed_hosts=allowed_hosts))
-    app = Starlette(routes=routes, middleware=middleware, exception_handlers={404: not_found, 405: not_found})
+    app = Starlette(routes=routes, middleware=middleware,
+                    exception_handlers={404: not_found, 405: not_found, Exception: failed})
     app.state.explorer = ex
     return app
 

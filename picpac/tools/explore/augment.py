@@ -1,6 +1,7 @@
 """The explorer's live augmentation: a stream config typed into a page, checked and run through ImageStream.
 
-The text is data, never code: it is parsed with ``json.loads`` or ``yaml.safe_load`` only, every key must be
+The text is data, never code: it is parsed with ``json.loads`` or YAML's safe loader only (without aliases, which
+expand a short text into millions of nodes; at most MAX_NODES nodes, counted while parsing), every key must be
 one of the augmentation, size and split keys below (no key that names a file, such as ``db`` or
 ``mixin``, and none that changes how the server runs: workers, backend, dump, ...), and
 StreamConfig.from_dict checks every value. The explorer then bounds the work:
@@ -38,9 +39,9 @@ import cv2
 import numpy as np
 import yaml
 
-from ...errors import PicPacError, PicPacValueError
+from ...errors import PicPacError, PicPacValueError, closest
 from ...image.transforms import Crop, LimitSize, Resize, RoundSize, Sample
-from ...stream.config import StreamConfig
+from ...stream.config import KEYS, LEGACY, StreamConfig
 from ...stream.image_stream import ImageStream
 from ...stream.processor import Processor
 from ..drawing import class_name
@@ -57,6 +58,9 @@ REPLY_MARGIN = 1 << 20
 STDERR_TAIL = 4096
 """The bytes of a run's stderr the server keeps (the last ones): its last line names why it ended."""
 MAX_DEPTH = 8
+MAX_NODES = 2_000
+"""The most values (mappings, lists and scalars) a config may hold: what a page's text parses to is bounded before any
+work."""
 MAX_SECONDS = 30.0
 """A run's time limit: past it, its process is killed."""
 MAX_RUN_BYTES = 2 << 30
@@ -84,7 +88,8 @@ pert_color1: 20
 
 ALLOWED = frozenset({
     "seed", "batch", "shuffle", "reshuffle", "split", "split_fold", "split_negate", "stratify", "oversample",
-    "channels", "reduced_decode", "region_decode", "fused", "max_pixels", "resize_width", "resize_height", "min_size",
+    "channels", "reduced_decode", "region_decode", "fused", "max_pixels", "resize_width", "resize_height",
+    "resize_shorter", "min_size",
     "max_size", "crop_width", "crop_height", "round_div", "round_mod", "perturb", "pert_color1", "pert_color2",
     "pert_color3", "pert_colorspace", "pert_angle", "pert_min_scale", "pert_max_scale", "pert_hflip",
     "pert_vflip", "pert_border", "transforms", "annotate", "anno_type", "anno_min_ratio", "point_radius",
@@ -101,15 +106,49 @@ class ConfigRefused(PicPacValueError):
     """A page's config that the explorer does not run; the message says why."""
 
 
+class _BoundedLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing aliases (``*name``: each repeats what its anchor holds, so a few KB expand to
+    millions of nodes) and any node past MAX_NODES, as it composes them."""
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            raise ConfigRefused("the config uses a YAML alias (*name); the explorer does not expand them: write the "
+                                "value out")
+        self.nodes = getattr(self, "nodes", 0) + 1
+        if self.nodes > MAX_NODES:
+            raise ConfigRefused(f"the config holds more than {MAX_NODES:,} values; the explorer runs smaller ones")
+        return super().compose_node(parent, index)
+
+
+def _count_values(value: Any) -> int:
+    """The mappings, lists and scalars in ``value`` (walked without recursion)."""
+    count, pending = 0, [value]
+    while pending and count <= MAX_NODES:
+        item = pending.pop()
+        count += 1
+        if isinstance(item, Mapping):
+            pending.extend(item.keys())
+            pending.extend(item.values())
+        elif isinstance(item, list):
+            pending.extend(item)
+    return count
+
+
 def parse_text(text: str) -> dict[str, Any]:
-    """The mapping a page's config text holds (JSON when it starts with ``{``, else YAML, parsed safely), after the
-    bound on its length; ConfigRefused otherwise. Its keys and values are not checked yet."""
+    """The mapping a page's config text holds (JSON when it starts with ``{``, else YAML without aliases), after the
+    bounds on its length and its count of values; ConfigRefused otherwise. Its keys and values are not checked yet."""
     if len(text) > MAX_TEXT:
         raise ConfigRefused(f"the config is {len(text):,} characters long; at most {MAX_TEXT:,} are accepted")
     try:
-        value = json.loads(text) if text.lstrip().startswith("{") else yaml.safe_load(text)
+        value = json.loads(text) if text.lstrip().startswith("{") else yaml.load(text, _BoundedLoader)
+    except ConfigRefused:
+        raise
+    except RecursionError:
+        raise ConfigRefused("the config is nested too deeply") from None
     except (ValueError, yaml.YAMLError) as exc:
         raise ConfigRefused(f"the config is neither JSON nor YAML: {str(exc).splitlines()[0][:200]}") from None
+    if _count_values(value) > MAX_NODES:
+        raise ConfigRefused(f"the config holds more than {MAX_NODES:,} values; the explorer runs smaller ones")
     if value is None:
         value = {}
     if not isinstance(value, Mapping):
@@ -125,6 +164,9 @@ def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
         if not isinstance(key, str):
             raise ConfigRefused(f"config keys must be strings, got {key!r:.80}")
         if key not in ALLOWED:
+            close = closest(key, ALLOWED)
+            if close is not None and key not in KEYS and key not in LEGACY:  # a typo, not a key the explorer refuses
+                raise ConfigRefused(f"unknown config key {key[:80]!r}; did you mean {close!r}?")
             why = ("it names a file or a database" if any(w in key.lower() for w in _PATH_WORDS)
                    else "it is not an augmentation, size or split key")
             raise ConfigRefused(f"config key {key[:80]!r} is not allowed in the explorer ({why}); allowed: "
@@ -142,7 +184,7 @@ def load_config(text: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return config, StreamConfig.from_dict(config)
 
 
-_SIZE_KEYS = {LimitSize: ("min_size", "max_size"), Resize: ("resize_width", "resize_height"),
+_SIZE_KEYS = {LimitSize: ("min_size", "max_size"), Resize: ("resize_width", "resize_height", "resize_shorter"),
               Crop: ("crop_width", "crop_height"), RoundSize: ("round_div", "round_mod")}
 """The config keys of the steps the stream builds from size keys (the other steps it builds keep the size)."""
 

@@ -129,9 +129,12 @@ alt="sample {{ s.k }}" data-k="{{ s.k }}"></a>sample {{ s.k }}<br>label {{ s.lab
 _NOT_FOUND = """{% extends "base" %}{% block title %}Not found{% endblock %}{% block main %}<h1>Not found</h1>
 {% endblock %}"""
 
+_FAILED = """{% extends "base" %}{% block title %}Failed{% endblock %}{% block main %}<h1>The page failed</h1>
+{% endblock %}"""
+
 ENV = jinja2.Environment(loader=jinja2.DictLoader({
     "base": _BASE, "overview": _OVERVIEW, "grid": _GRID, "record": _RECORD, "augment": _AUGMENT,
-    "not_found": _NOT_FOUND}), autoescape=True, undefined=jinja2.StrictUndefined)
+    "not_found": _NOT_FOUND, "failed": _FAILED}), autoescape=True, undefined=jinja2.StrictUndefined)
 
 
 def render(name: str, **values) -> str:

@@ -111,11 +111,13 @@ def annotated(reader: Reader, i: int) -> bytes:
     img = record_image(reader, i)
     small = shrink(img, VIEW_SIDE)
     img = img if small is None else small
-    if "annotation" in reader.fields:
+    fields = [name for name in ("annotation", "mask") if name in reader.fields]  # as picpac dump draws them
+    if fields:
         record = reader.read(i, check=False)
-        if "annotation" in record and record["annotation"].nbytes:
-            named = what_classes_name(reader.metadata.get("source")) == "shapes"
-            img = _draw(img, record["annotation"], reader.classes if named else [])
+        named = what_classes_name(reader.metadata.get("source")) == "shapes"
+        for name in fields:
+            if name in record and record[name].nbytes:
+                img = _draw(img, record[name], reader.classes if named else [])
     return cv2.imencode(".png", img)[1].tobytes()
 
 
