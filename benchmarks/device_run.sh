@@ -25,8 +25,8 @@ export CFLAGS="-I$jpeg/usr/include -I$jpeg/usr/include/x86_64-linux-gnu" LDFLAGS
 export LD_LIBRARY_PATH=$jpeg/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 python3 -m pip install -q --no-deps --no-build-isolation --no-index --target /tmp/site . > "$out/build.log" 2>&1
 export PYTHONPATH=/tmp/site PICPAC_BENCH_DATA=$PWD/device/imagenet-250
-(cd /tmp && python3 -c "import cv2, picpac, picpac.image.decoding as d
-print('picpac', picpac.__version__, 'OpenCV', cv2.__version__, 'fused', d.FUSED, 'fused warps', d.FUSED_WARPS)") \
+(cd /tmp && python3 -c "import cv2, picpac, picpac.image.decoding as d, picpac.image.kernels as k
+print('picpac', picpac.__version__, 'OpenCV', cv2.__version__, 'fast path', d.REGION_DECODE, 'kernels', k.variant())") \
     | tee "$out/versions.txt"
 nvidia-smi --query-gpu=name --format=csv,noheader >> "$out/versions.txt" 2>&1 || true
 if [ -z "${SKIP_SCALING:-}" ]; then

@@ -110,7 +110,7 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="picpac-gil-") as tmp:
         *_, db, note = prepare(tmp, args.samples, False)
         print(f"\ndata: {note}; batches of {BATCH}, {SIZE}x{SIZE} uint8")
-        paths = (False, True) if picpac.image.decoding.FUSED else (False,)
+        paths = (False, True) if picpac.image.REGION_DECODE else (False,)
         for workload in ("W1", "W2"):
             one_pass(db, args.samples, workload, counts[0], paths[-1])  # warm the page cache and the code
             print(f"\n{workload}: path    threads  img/s   GIL-held share   GIL-held ms/sample   thread bound 1/share")

@@ -391,7 +391,7 @@ def resize_rate(db: str, samples: int, threads: int, fused: bool) -> float:
 
 def one_core(jpegs: list[bytes], db: str, samples: int, repeats: int) -> None:
     """Issue 27 item 1: ImageStream(threads=1, 2) against the one-core bare loop, fused and Python paths, one run."""
-    paths = ([("fused", True)] if picpac.image.decoding.FUSED else []) + [("python", False)]
+    paths = ([("fused", True)] if picpac.image.REGION_DECODE else []) + [("python", False)]
     rows: dict[str, list[float]] = {}
     for _ in range(repeats):  # interleaved: background load hits every row alike
         rows.setdefault("bare loop", []).append(bare_loop(jpegs))

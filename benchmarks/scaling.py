@@ -27,7 +27,7 @@ from loaders import (BATCH, SIZE, DataLoader, FileDataset, _MISSING, _worker_ini
                      prepare)
 
 import picpac  # noqa: E402
-from picpac.image.decoding import FUSED  # noqa: E402
+from picpac.image.decoding import REGION_DECODE as FUSED  # noqa: E402
 from picpac.stream.job import usable_cores  # noqa: E402
 
 

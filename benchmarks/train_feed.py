@@ -39,7 +39,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from loaders import FileDataset, _MISSING, _worker_init, picpac_transforms, prepare  # noqa: E402
 
-from picpac.image.decoding import FUSED  # noqa: E402
+from picpac.image.decoding import REGION_DECODE as FUSED  # noqa: E402
 from picpac.stream.job import default_workers  # noqa: E402
 
 MEAN = (123.675, 116.28, 103.53)

@@ -63,7 +63,7 @@ def plan(matrix: np.ndarray | None, source: tuple[int, int], size: tuple[int, in
     wr, hr = -(-w // r), -(-h // r)  # libjpeg's 1/r decode: pixel j is the block [r j, r j + r)
     boxes, area, cut = (wr, hr), False, None
     if not nearest:
-        cpu = resample_plan((hr, wr), np.array([[a, b, tx], [c, d, ty]]), size, cv2.INTER_LINEAR)
+        cpu = resample_plan((hr, wr), np.array([[a, b, tx], [c, d, ty]]), size)
         area = cpu[0] == "slice" and cpu[2] == cv2.INTER_AREA
         if cpu[0] == "slice" and not area:  # cv2.resize of the slice alone: it clamps at the slice's edges
             cut, kind = cpu[1], cv2.BORDER_REPLICATE

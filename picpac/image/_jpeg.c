@@ -10,7 +10,6 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
-#include <float.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,7 +17,9 @@
 #include <jpeglib.h>
 #include <jerror.h>
 
-#include "_resample.h"
+#include "_kernels_api.h"
+
+static KernelsAPI *kernels; /* picpac.image._kernels's, imported with this module */
 
 typedef struct {
     struct jpeg_error_mgr pub;
@@ -55,8 +56,6 @@ static void on_message(j_common_ptr info, int level) {
 enum { GRAY = 0, BGR = 1, RGB = 2 };
 enum { OK = 0, FAILED = -1, UNSUPPORTED = -2, TOO_LARGE = -3 };
 enum { MAX_REGION = 65535 }; /* a JPEG's sides are 16-bit: no region of one is larger */
-enum { MAX_SIDE = 32766 };    /* picpac.image.decoding.MAX_SIDE: the sides of an output */
-#define MAX_NUMBER 1e9        /* the largest magnitude of a geometry's numbers */
 #define DEFAULT_MAX_PIXELS (1ULL << 28) /* picpac.image.decoding.MAX_PIXELS */
 enum { MIN_WIDTH = 32 }; /* pixels: at least 2 iMCUs of 4:2:0 at full scale */
 
@@ -431,148 +430,7 @@ static PyObject *encode(PyObject *module, PyObject *args, PyObject *kwargs) {
 }
 
 
-/* -- one sample from bytes (or decoded pixels) to its slot of a batch, without the GIL ------------------------- */
-
-/* The arguments after the pixels that finish() and sample() share: the geometry (12 numbers), the output
- * buffer, its dtype and layout, mean and std. */
-typedef struct {
-    Geometry geometry;
-    Output output;
-    Py_buffer out;
-} Plan;
-
-static int parse_floats(PyObject *values, float *into, int *count, const char *name) {
-    PyObject *seq = PySequence_Fast(values, name);
-    Py_ssize_t n, k;
-    if (seq == NULL)
-        return -1;
-    n = PySequence_Fast_GET_SIZE(seq);
-    if (n > 4) {
-        Py_DECREF(seq);
-        PyErr_Format(PyExc_ValueError, "%s: at most 4 values", name);
-        return -1;
-    }
-    for (k = 0; k < n; k++) {
-        double v = PyFloat_AsDouble(PySequence_Fast_GET_ITEM(seq, k));
-        if (PyErr_Occurred()) {
-            Py_DECREF(seq);
-            return -1;
-        }
-        if (!(v >= -FLT_MAX && v <= FLT_MAX)) { /* (float) of a double past FLT_MAX is undefined */
-            Py_DECREF(seq);
-            PyErr_Format(PyExc_ValueError, "%s: a value that is not a finite float32", name);
-            return -1;
-        }
-        into[k] = (float)v;
-    }
-    *count = (int)n;
-    Py_DECREF(seq);
-    return 0;
-}
-
-/* Parse and check a plan for a source of width x height x channels; the caller releases plan->out. */
-static int parse_plan(PyObject *geometry, PyObject *out, int dtype, int channel_first, PyObject *mean, PyObject *std,
-                      int width, int height, int channels, Plan *plan) {
-    double g[12];
-    int k, w, h, fill;
-    Geometry *p = &plan->geometry;
-    size_t size;
-    if (!PyArg_ParseTuple(geometry, "dddddddddddd;geometry: 12 numbers", &g[0], &g[1], &g[2], &g[3], &g[4], &g[5],
-                          &g[6], &g[7], &g[8], &g[9], &g[10], &g[11]))
-        return -1;
-    memset(plan, 0, sizeof *plan);
-    for (k = 0; k < 12; k++) /* (int) of a NaN or of a number past INT_MAX is undefined: refused first */
-        if (!(g[k] >= -MAX_NUMBER && g[k] <= MAX_NUMBER)) {
-            PyErr_SetString(PyExc_ValueError, "bad geometry: a number that is not finite or past 1e9");
-            return -1;
-        }
-    p->kind = (int)g[0];
-    if (p->kind == GEOMETRY_SLICE) {
-        p->x0 = (int)g[1], p->y0 = (int)g[2], p->x1 = (int)g[3], p->y1 = (int)g[4];
-        p->interpolation = (int)g[5], p->flip = (int)g[6], p->width = (int)g[7], p->height = (int)g[8];
-        if (p->x0 < 0 || p->y0 < 0 || p->x1 > width || p->y1 > height || p->x1 <= p->x0 || p->y1 <= p->y0 ||
-            p->interpolation < NO_RESIZE || p->interpolation > RESIZE_AREA || p->flip < -1 || p->flip > NO_FLIP ||
-            (p->interpolation == NO_RESIZE && (p->width != p->x1 - p->x0 || p->height != p->y1 - p->y0)))
-            p->kind = -1;
-    } else if (p->kind == GEOMETRY_WARP) {
-        p->pre_width = (int)g[1], p->pre_height = (int)g[2];
-        for (k = 0; k < 6; k++)
-            p->m[k] = g[3 + k];
-        fill = (int)g[9];
-        p->width = (int)g[10], p->height = (int)g[11];
-        if (fill < 0 || fill > 255 || p->pre_width < 0 || p->pre_height < 0 || p->pre_width > MAX_SIDE ||
-            p->pre_height > MAX_SIDE || (p->pre_width == 0) != (p->pre_height == 0))
-            p->kind = -1;
-        for (k = 0; k < 4; k++)
-            p->fill[k] = (uint8_t)fill;
-    } else if (p->kind == GEOMETRY_NONE) {
-        p->width = width, p->height = height;
-    }
-    w = p->width, h = p->height;
-    if (p->kind < GEOMETRY_NONE || p->kind > GEOMETRY_WARP || w < 1 || h < 1 || w > MAX_SIDE || h > MAX_SIDE ||
-        (dtype != OUT_U8 && dtype != OUT_F32)) {
-        PyErr_SetString(PyExc_ValueError, "bad geometry or dtype");
-        return -1;
-    }
-    if (parse_floats(mean, plan->output.mean, &plan->output.means, "mean") < 0 ||
-        parse_floats(std, plan->output.std, &plan->output.stds, "std") < 0)
-        return -1;
-    if ((plan->output.means > 1 && plan->output.means != channels) || (plan->output.stds > 1 && plan->output.stds != channels) ||
-        ((plan->output.means || plan->output.stds) && dtype != OUT_F32)) {
-        PyErr_SetString(PyExc_ValueError, "mean and std: 1 value or one per channel, float32 output only");
-        return -1;
-    }
-    if (PyObject_GetBuffer(out, &plan->out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
-        return -1;
-    size = (size_t)w * h * channels * (dtype == OUT_F32 ? 4 : 1);
-    if ((size_t)plan->out.len != size) {
-        PyBuffer_Release(&plan->out);
-        PyErr_Format(PyExc_ValueError, "out has %zd bytes, the sample needs %zu", plan->out.len, size);
-        return -1;
-    }
-    plan->output.data = plan->out.buf, plan->output.dtype = dtype, plan->output.channel_first = channel_first;
-    return 0;
-}
-
-PyDoc_STRVAR(finish_doc,
-"finish(pixels, width, height, channels, geometry, out, dtype, channel_first, mean, std)\n\n"
-"Decoded 8-bit pixels (a C-contiguous buffer of height x width x channels) through ``geometry`` (12\n"
-"numbers: picpac.image.sample.fused_geometry) and written into ``out`` (a writable C-contiguous\n"
-"buffer) as picpac.image.transforms.convert writes them: dtype 0 uint8, 1 float32; mean, std: 0, 1 or\n"
-"``channels`` values. Byte for byte what OpenCV gives; the GIL is released throughout. sample()'s second\n"
-"half, on its own for the tests of the kernels against OpenCV.");
-
-static PyObject *finish(PyObject *module, PyObject *args) {
-    Py_buffer pixels;
-    PyObject *geometry, *out, *mean, *std;
-    int width, height, channels, dtype, channel_first, status;
-    Plan plan;
-    Pixels src;
-    (void)module;
-    if (!PyArg_ParseTuple(args, "y*iiiO!OipOO:finish", &pixels, &width, &height, &channels, &PyTuple_Type, &geometry,
-                          &out, &dtype, &channel_first, &mean, &std))
-        return NULL;
-    if (width < 1 || height < 1 || (channels != 1 && channels != 3) ||
-        pixels.len != (Py_ssize_t)width * height * channels) {
-        PyBuffer_Release(&pixels);
-        PyErr_SetString(PyExc_ValueError, "finish: pixels do not hold width x height x channels (1 or 3) bytes");
-        return NULL;
-    }
-    if (parse_plan(geometry, out, dtype, channel_first, mean, std, width, height, channels, &plan) < 0) {
-        PyBuffer_Release(&pixels);
-        return NULL;
-    }
-    src.data = pixels.buf, src.stride = (size_t)width * channels, src.width = width, src.height = height;
-    src.channels = channels;
-    Py_BEGIN_ALLOW_THREADS
-    status = finish_u8(&src, &plan.geometry, &plan.output);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&plan.out);
-    PyBuffer_Release(&pixels);
-    if (status < 0)
-        return PyErr_NoMemory();
-    Py_RETURN_NONE;
-}
+/* -- one sample from bytes to its slot of a batch, without the GIL ---------------------------------------------- */
 
 PyDoc_STRVAR(sample_doc,
 "sample(data, reduction, x, y, width, height, mode, geometry, out, dtype, channel_first, mean, std,\n"
@@ -603,7 +461,7 @@ static PyObject *sample(PyObject *module, PyObject *args) {
         return NULL;
     }
     channels = mode == GRAY ? 1 : 3;
-    if (parse_plan(geometry, out, dtype, channel_first, mean, std, width, height, channels, &plan) < 0) {
+    if (kernels->parse_plan(geometry, out, dtype, channel_first, mean, std, width, height, channels, &plan) < 0) {
         PyBuffer_Release(&data);
         return NULL;
     }
@@ -625,7 +483,7 @@ static PyObject *sample(PyObject *module, PyObject *args) {
         status = rows == NULL ? FAILED : read_rows(&d, (JDIMENSION)y, (JDIMENSION)height, rows, stride);
         if (status == OK) {
             Pixels src = {rows + (size_t)(x - (int)cx) * channels, stride, width, height, channels};
-            status = finish_u8(&src, &plan.geometry, &plan.output) < 0 ? FAILED : OK;
+            status = kernels->finish_u8(&src, &plan.geometry, &plan.output) < 0 ? FAILED : OK;
         }
     }
     Py_END_ALLOW_THREADS
@@ -641,7 +499,6 @@ static PyObject *sample(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
-    {"finish", finish, METH_VARARGS, finish_doc},
     {"sample", sample, METH_VARARGS, sample_doc},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {NULL, NULL, 0, NULL},
@@ -654,9 +511,18 @@ static struct PyModuleDef module_def = {
 };
 
 PyMODINIT_FUNC PyInit__jpeg(void) {
-    PyObject *module = PyModule_Create(&module_def);
-    /* EXACT: finish() and sample() give OpenCV's bytes on this CPU (x86-64 with AVX2 and FMA) */
-    if (module != NULL && PyModule_AddIntConstant(module, "EXACT", resample_exact()) < 0)
-        Py_CLEAR(module);
-    return module;
+    /* (not PyCapsule_Import: it reaches the module through the attributes of picpac and picpac.image, which a package
+     * being imported has not set yet) */
+    PyObject *owner = PyImport_ImportModule("picpac.image._kernels"), *capsule;
+    if (owner == NULL)
+        return NULL;
+    capsule = PyObject_GetAttrString(owner, "API");
+    Py_DECREF(owner);
+    if (capsule == NULL)
+        return NULL;
+    kernels = PyCapsule_GetPointer(capsule, KERNELS_CAPSULE);
+    Py_DECREF(capsule); /* (the module keeps it, and what it points to is static) */
+    if (kernels == NULL)
+        return NULL;
+    return PyModule_Create(&module_def);
 }

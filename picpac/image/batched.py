@@ -4,7 +4,7 @@ A batch is one NumPy array ``(B, H, W[, C])``. :func:`plan` turns a list of per-
 (``picpac.transforms`` / ``picpac.color`` objects) into batch steps, or says which transform has no
 batch version; each step works on the whole batch at once: a pad is one copy into a buffer whose
 border already holds the fill, random crops are one gather from a strided view of every window,
-flips are ``cv2.flip`` over the stacked rows of the flipped samples.
+flips are picpac's flip kernel over the stacked rows of the flipped samples (exact for any dtype).
 
 Randomness is counter-based and vectorised: draw ``j`` of a sample is a splitmix64 hash of
 ``(seed, epoch, source, record, j)`` (:func:`draws`, in NumPy uint64 arithmetic), so a sample's
@@ -22,15 +22,15 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import cv2
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..errors import PicPacValueError
+from . import kernels
 from .color import Normalize
+from .sample import fill_value
 from .transforms import CenterCrop, Crop, Flip, LimitSize, Pad, Resize, RoundSize, torchvision_centre
 
-_CV_CN_MAX = 512  # OpenCV's most channels per pixel
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _M1, _M2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
 _S30, _S27, _S31, _S11 = np.uint64(30), np.uint64(27), np.uint64(31), np.uint64(11)
@@ -111,15 +111,6 @@ def in_buffer(x: np.ndarray) -> bool:
     return any(np.may_share_memory(x, b) for b in getattr(_thread, "buffers", {}).values())
 
 
-def _fill_value(fill: float, dtype: np.dtype) -> Any:
-    """``fill`` as OpenCV's border would store it in ``dtype`` (rounded and saturated for integers)."""
-    if dtype.kind in "iub":
-        info = np.iinfo(dtype) if dtype.kind != "b" else None
-        value = float(np.rint(fill))
-        return dtype.type(min(max(value, info.min), info.max)) if info else dtype.type(value)
-    return dtype.type(fill)
-
-
 @dataclass(frozen=True)
 class BatchPad:
     """Pad every sample by ``top, bottom, left, right`` pixels (the border of :class:`picpac.transforms.Pad`)."""
@@ -141,7 +132,7 @@ class BatchPad:
             return np.pad(x, widths, mode=mode)
         # a buffer of this thread whose border already holds the fill: only the inside is written
         shape = (b, h + t + self.bottom, w + l + self.right, *x.shape[3:])
-        fill = _fill_value(self.fill, x.dtype)
+        fill = fill_value(self.fill, x.dtype)
         out = buffer("pad", shape, x.dtype, fill)
         out[:, t:t + h, l:l + w] = x
         return out
@@ -190,7 +181,8 @@ class BatchCrop:
 
 
 def _mirror(x: np.ndarray, rows: np.ndarray, vertical: bool) -> None:
-    """Mirror samples ``rows`` of ``x`` in place, left-right (or upside down), through this thread's buffers."""
+    """Mirror samples ``rows`` of ``x`` in place, left-right (or upside down), through this thread's buffers: picpac's
+    flip over the stacked rows of the samples, which copies pixels of any dtype as they are."""
     n, (h, w) = len(rows), x.shape[1:3]
     picked = buffer("picked", (n, *x.shape[1:]), x.dtype)
     if x.flags.c_contiguous:
@@ -200,17 +192,14 @@ def _mirror(x: np.ndarray, rows: np.ndarray, vertical: bool) -> None:
     if vertical:
         x[rows] = picked[:, ::-1]
         return
-    flat = picked.reshape(n * h, w, -1) if x.ndim > 3 else picked.reshape(n * h, w)
-    if flat.ndim == 2 or flat.shape[2] <= _CV_CN_MAX:  # cv2 mirrors every row of the stacked samples at once
-        mirrored = buffer("mirrored", (n, *x.shape[1:]), x.dtype)
-        try:
-            cv2.flip(flat, 1, dst=mirrored.reshape(flat.shape))
-        except (cv2.error, TypeError):  # a dtype OpenCV lacks
-            pass
-        else:
-            x[rows] = mirrored
-            return
-    x[rows] = picked[:, :, ::-1]
+    channels = int(np.prod(x.shape[3:], dtype=np.int64))
+    if channels > kernels.MAX_CHANNELS:
+        x[rows] = picked[:, :, ::-1]
+        return
+    mirrored = buffer("mirrored", (n, *x.shape[1:]), x.dtype)
+    flat = (n * h, w, channels) if x.ndim > 3 else (n * h, w)
+    kernels.flip(picked.reshape(flat), 1, out=mirrored.reshape(flat))
+    x[rows] = mirrored
 
 
 @dataclass(frozen=True)

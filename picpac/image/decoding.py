@@ -28,18 +28,15 @@ except ImportError:  # built without libjpeg's headers: decode whole images with
     _jpeg = None
 
 REGION_DECODE = _jpeg is not None
-"""Whether this build decodes regions of JPEGs (the C extension picpac.image._jpeg was built)."""
+"""Whether this build has the fast path: the C extension picpac.image._jpeg, built with libjpeg-turbo, which decodes
+regions of JPEGs at reduced scales and runs :func:`fused_sample` (picpac's kernels, as the Python path runs them)."""
 
-_OPENCV = tuple(int(v) for v in cv2.__version__.split(".")[:2] if v.isdigit())
-
-FUSED = _jpeg is not None and bool(getattr(_jpeg, "EXACT", 0))
-"""Whether this build and CPU run :func:`fused_sample`: the C extension, on a CPU where OpenCV's kernels round as
-its own do (x86-64 with AVX2 and FMA). Its resizes and flips give OpenCV's bytes (checked with OpenCV 4.10, 4.11,
-4.12 and 5.0)."""
-
-FUSED_WARPS = FUSED and _OPENCV >= (5, 0)
-"""Whether its warps do too: OpenCV 5 warps in floating point as they do, 4.x in fixed point (there a sample whose
-geometry needs a warp takes the Python path)."""
+FAST_PATH_OFF = ("the fast path is off: picpac.image._jpeg was not built (libjpeg-turbo's headers were missing when "
+                 "picpac was installed), so JPEGs are decoded whole by OpenCV, without region or reduced decoding or the "
+                 "fused sample path ({cost}); to get it, install libjpeg-turbo's headers (Debian/Ubuntu: "
+                 "libjpeg62-turbo-dev, Fedora: libjpeg-turbo-devel, conda: libjpeg-turbo, Homebrew: jpeg-turbo) and "
+                 "reinstall picpac, or install a picpac wheel, which carries libjpeg-turbo")
+"""What a build without the fast path says (``stats()["fused_reason"]``, ``picpac --version``, ``picpac bench``)."""
 
 FUSED_DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.float32): 1}
 """The output dtypes :func:`fused_sample` writes, and their codes."""
@@ -258,7 +255,7 @@ def fused_sample(data: Any, channels: int, rgb: bool, reduction: int, region: Re
     """One sample in one C call without the GIL: ``region`` of a JPEG decoded at 1/``reduction`` (as
     :func:`decode_channels` decodes it), mapped by ``geometry`` (``sample.fused_geometry``), then written into
     ``out`` (uint8 or float32, C-contiguous) as ``transforms.convert`` writes it, with ``mean`` and ``std`` (0, 1
-    or one value per channel; float32 only). The same bytes as the Python path with OpenCV. False, ``out``
+    or one value per channel; float32 only). The same bytes as the Python path (the same kernels). False, ``out``
     untouched, when the JPEG cannot be decoded this way (CMYK, damaged, progressive with scans missing) or the C call
     refuses the plan or runs out of memory: the caller then takes its Python path, never a raw C error."""
     mode = 0 if channels == 1 else 2 if rgb else 1

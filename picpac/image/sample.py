@@ -1,8 +1,8 @@
 """The sample that transforms act on (image layer): pixels, annotations and a pending affine map.
 
 Geometric transforms only compose the map (:meth:`Sample.warp`); the pixels are resampled once, when they are
-read. :func:`resample_plan` says how (a slice, cv2.resize and cv2.flip, or one warpAffine), so that the stream's
-fused C path (``picpac.image.decoding.fused_sample``) and OpenCV here make the same bytes from one plan.
+read. :func:`resample_plan` says how (a slice, a resize and a flip, or one warp), and picpac's kernels carry it out
+here and on the stream's fused C path (``picpac.image.decoding.fused_sample``): the same bytes from one plan.
 """
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import cv2
 import numpy as np
 
 from ..errors import SampleError
-from .decoding import FUSED_WARPS, MAX_PIXELS, MAX_SIDE, REDUCTIONS, Region
+from . import kernels
+from .decoding import MAX_PIXELS, MAX_SIDE, REDUCTIONS, Region
 from .shapes import Shapes
 
 
@@ -22,8 +23,8 @@ class Sample:
     """What flows through transforms: image (H, W[, C]), optional mask and shapes, label, record.
 
     Geometric transforms call :meth:`warp`; warps compose into one pending affine map, applied to
-    the image (bilinear) and mask (nearest) only when ``image`` or ``mask`` is read, so a chain
-    of geometric steps resamples the pixels once and shapes stay exact.
+    the image (bilinear, :func:`resample`) and mask (nearest, ``kernels.nearest``) only when ``image`` or
+    ``mask`` is read, so a chain of geometric steps resamples the pixels once and shapes stay exact.
 
     The image itself may be deferred: ``Sample(None, ..., size=(w, h), decoder=d)`` decodes only
     when the pixels are read, by ``d(reduction, region)`` at 1/1, 1/2 or 1/4 scale: the smallest
@@ -94,9 +95,9 @@ class Sample:
         else:
             image_matrix = self._matrix
         if self._matrix is not None:
-            self._image = _resample(self._image, image_matrix, self._size, cv2.INTER_LINEAR, *self._border)
+            self._image = resample(self._image, image_matrix, self._size, *self._border)
             if self._mask is not None:
-                self._mask = _resample(self._mask, self._matrix, self._size, cv2.INTER_NEAREST, cv2.BORDER_CONSTANT, 0)
+                self._mask = kernels.nearest(self._mask, self._matrix, self._size)
             self._matrix = None
         return self._image
 
@@ -187,8 +188,7 @@ class Sample:
             region = (0, 0, -(-width // reduction), -(-height // reduction))
         if self._matrix is None:
             return reduction, region, (0,) * 12
-        plan = resample_plan((region[3], region[2]), self._source_map(reduction, *region[:2]), self._size,
-                             cv2.INTER_LINEAR)
+        plan = resample_plan((region[3], region[2]), self._source_map(reduction, *region[:2]), self._size)
         geometry = fused_geometry(plan, self._size, self._border)
         return None if geometry is None else (reduction, region, geometry)
 
@@ -217,7 +217,7 @@ class Sample:
         Edges inside the image get a margin of one pixel (all that bilinear reads), edges outside
         are clipped to it, so a constant or replicated border behaves as on the whole image; with
         another border, a map that reads outside the image gets no region. A map that shrinks by
-        more than 2x outside a plain slice is left alone: _resample pre-shrinks the whole array, and
+        more than 2x outside a plain slice is left alone: resample pre-shrinks the whole array, and
         its grid would move with the region.
         """
         if self._matrix is None:
@@ -293,17 +293,18 @@ def _slice_window(window: tuple[float, float, float, float], size: tuple[int, in
 
 
 Plan = tuple
-"""How :func:`_resample` maps an array: ``("slice", (x0, y0, x1, y1), resize, flip)`` (a slice, then cv2.resize
-with ``resize`` when not None and cv2.flip with code ``flip`` when not None) or ``("warp", shrink, m)``
-(cv2.resize by INTER_AREA to ``shrink`` = (w, h) when not None, then cv2.warpAffine by ``m``)."""
+"""How :func:`resample` maps an image: ``("slice", (x0, y0, x1, y1), resize, flip)`` (a slice, then a resize with
+``resize`` (cv2.INTER_LINEAR or INTER_AREA) when not None and a flip with code ``flip`` when not None) or
+``("warp", shrink, m)`` (an INTER_AREA resize to ``shrink`` = (w, h) when not None, then a bilinear warp by ``m``, in
+pixel indices as cv2.warpAffine takes it)."""
 
 
-def resample_plan(shape: tuple[int, ...], matrix: np.ndarray, size: tuple[int, int], interpolation: int) -> Plan:
-    """How an array of ``shape`` is mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
+def resample_plan(shape: tuple[int, ...], matrix: np.ndarray, size: tuple[int, int]) -> Plan:
+    """How an image of ``shape`` is mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height).
 
     An axis-aligned map of an integer-aligned window inside the image (crops, scales, flips) is a
-    slice, cv2.resize (INTER_AREA when shrinking: no aliasing) and cv2.flip; anything else is one
-    warpAffine, after an INTER_AREA pre-shrink when the map shrinks by more than 2x.
+    slice, a resize (INTER_AREA when shrinking: no aliasing) and a flip; anything else is one
+    bilinear warp, after an INTER_AREA pre-shrink when the map shrinks by more than 2x.
     """
     (a, b, _), (c, d, _) = matrix.tolist()
     width, height = size
@@ -314,52 +315,103 @@ def resample_plan(shape: tuple[int, ...], matrix: np.ndarray, size: tuple[int, i
             x0, y0, x1, y1 = cut
             resize = None
             if (x1 - x0, y1 - y0) != size:
-                shrink = interpolation == cv2.INTER_LINEAR and width * height < (x1 - x0) * (y1 - y0)
-                resize = cv2.INTER_AREA if shrink else interpolation
+                resize = cv2.INTER_AREA if width * height < (x1 - x0) * (y1 - y0) else cv2.INTER_LINEAR
             flip = None if a > 0 and d > 0 else -1 if a < 0 and d < 0 else 1 if a < 0 else 0
             return "slice", cut, resize, flip
     scale = np.sqrt(abs(a * d - b * c))
     shrink = None
-    if interpolation == cv2.INTER_LINEAR and scale < 0.5:
+    if scale < 0.5:
         r = 2 * scale
         shrink = (max(1, round(w * r)), max(1, round(h * r)))
         matrix = matrix @ np.diag([1 / (shrink[0] / w), 1 / (shrink[1] / h), 1.0])
     m = matrix.copy()
-    m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5  # continuous -> OpenCV's pixel-centre indices
+    m[:, 2] = matrix[:, :2] @ (0.5, 0.5) + matrix[:, 2] - 0.5  # continuous -> pixel-centre indices
     return "warp", shrink, m
 
 
-def _resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], interpolation: int, border: int,
-              fill: float) -> np.ndarray:
-    """``array`` mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height), as
-    :func:`resample_plan` says, with OpenCV."""
-    plan = resample_plan(array.shape, matrix, size, interpolation)
+def resample(array: np.ndarray, matrix: np.ndarray, size: tuple[int, int], border: int = cv2.BORDER_CONSTANT,
+             fill: Any = 0) -> np.ndarray:
+    """An image mapped by ``matrix`` (continuous coordinates) onto ``size`` = (width, height), as :func:`resample_plan`
+    says; pixels from outside come from ``border`` (an OpenCV border code) and ``fill``.
+
+    uint8 images take picpac's kernels (:mod:`.kernels`), which the fused path runs too: the same bytes on every
+    OpenCV and CPU. Crops and flips of any dtype are NumPy views, and a shift by whole pixels (a pad) is copied into
+    its border by NumPy, exactly. Resizes and warps of other dtypes (16-bit, float images) are OpenCV's, within its
+    rounding (docs/augment.md, "Exact bytes")."""
+    plan = resample_plan(array.shape, matrix, size)
     if plan[0] == "slice":
-        _, (x0, y0, x1, y1), resize, flip = plan
+        _, (x0, y0, x1, y1), interpolation, flip = plan
         out = array[y0:y1, x0:x1]
-        if resize is not None:
-            out = cv2.resize(out, size, interpolation=resize)
-        return out if flip is None else cv2.flip(out, flip)
+        if interpolation is not None:
+            out = kernels.resize(out, size, interpolation) if out.dtype == np.uint8 else \
+                cv2.resize(out, size, interpolation=interpolation)
+        return out if flip is None else out[::-1 if flip <= 0 else 1, ::-1 if flip != 0 else 1]
     _, shrink, m = plan
+    shifted = _shifted(array, m, size, border, fill) if shrink is None else None
+    if shifted is not None:
+        return shifted
     if shrink is not None:
-        array = cv2.resize(array, shrink, interpolation=cv2.INTER_AREA)
-    # a number fills every channel (OpenCV alone would read it as (fill, 0, 0, 0))
-    value = (fill,) * 4 if isinstance(fill, (int, float)) else fill
-    return cv2.warpAffine(array, m, size, flags=interpolation, borderMode=border, borderValue=value)
+        array = kernels.resize(array, shrink, cv2.INTER_AREA) if array.dtype == np.uint8 else \
+            cv2.resize(array, shrink, interpolation=cv2.INTER_AREA)
+    if array.dtype == np.uint8 and isinstance(fill, (int, float)) and border in kernels.BORDERS:
+        return kernels.warp(array, m, size, border, _fill_u8(fill))
+    value = (fill,) * 4 if isinstance(fill, (int, float)) else fill  # a number fills every channel
+    return cv2.warpAffine(array, m, size, flags=cv2.INTER_LINEAR, borderMode=border, borderValue=value)
+
+
+_PADS = {cv2.BORDER_REPLICATE: "edge", cv2.BORDER_REFLECT_101: "reflect", cv2.BORDER_WRAP: "wrap"}
+"""OpenCV's borders as np.pad's modes."""
+
+
+def _shifted(array: np.ndarray, m: np.ndarray, size: tuple[int, int], border: int, fill: Any) -> np.ndarray | None:
+    """``array`` moved by whole pixels (and maybe mirrored) onto ``size``, the rest from the border, when the pixel
+    map ``m`` does no more; None otherwise. Exact for any dtype: what a pad is."""
+    (a, b, tx), (c, d, ty) = m.tolist()
+    if b or c or abs(a) != 1 or abs(d) != 1 or tx != round(tx) or ty != round(ty) or \
+            (border == cv2.BORDER_CONSTANT and not isinstance(fill, (int, float))) or \
+            (border != cv2.BORDER_CONSTANT and border not in _PADS):
+        return None
+    h, w = array.shape[:2]
+    if a < 0:  # destination x takes source tx - x: the mirrored source moved by tx - w + 1
+        array, tx = array[:, ::-1], tx - w + 1
+    if d < 0:
+        array, ty = array[::-1], ty - h + 1
+    tx, ty = int(tx), int(ty)
+    width, height = size
+    left, top = max(0, tx), max(0, ty)  # the source sits at (tx, ty) of the output: pad it to cover the output
+    right, bottom = max(0, width - tx - w), max(0, height - ty - h)
+    widths = [(top, bottom), (left, right)] + [(0, 0)] * (array.ndim - 2)
+    if border == cv2.BORDER_CONSTANT:
+        padded = np.pad(array, widths, constant_values=fill_value(fill, array.dtype))
+    else:
+        padded = np.pad(array, widths, mode=_PADS[border])
+    return padded[top - ty:top - ty + height, left - tx:left - tx + width]
+
+
+def fill_value(fill: float, dtype: np.dtype) -> Any:
+    """``fill`` as a border stores it in ``dtype``: rounded to nearest and saturated for integers (as OpenCV does)."""
+    if dtype.kind in "iub":
+        info = np.iinfo(dtype) if dtype.kind != "b" else None
+        value = float(np.rint(fill))
+        return dtype.type(min(max(value, info.min), info.max)) if info else dtype.type(value)
+    return dtype.type(fill)
+
+
+def _fill_u8(fill: float) -> int:
+    return int(fill_value(fill, np.dtype(np.uint8)))
 
 
 _FUSED_RESIZE = {None: -1, cv2.INTER_LINEAR: 0, cv2.INTER_AREA: 1}
 
 
-def fused_geometry(plan: Plan, size: tuple[int, int], border: tuple[int, float]) -> tuple | None:
-    """A :func:`resample_plan` as the 12 numbers of ``decoding.fused_sample``, or None where the C kernels do
-    not follow it (a warp with a border other than a constant number, or with an OpenCV older than 5)."""
+def fused_geometry(plan: Plan, size: tuple[int, int], border: tuple[int, Any]) -> tuple | None:
+    """A :func:`resample_plan` as the 12 numbers of ``decoding.fused_sample``, or None where the fused path does
+    not follow it (a warp with a border other than a constant number)."""
     if plan[0] == "slice":
         _, cut, resize, flip = plan
         return (1, *cut, _FUSED_RESIZE[resize], 2 if flip is None else flip, *size, 0, 0, 0)
     kind, fill = border
-    if kind != cv2.BORDER_CONSTANT or not isinstance(fill, (int, float)) or not FUSED_WARPS:
+    if kind != cv2.BORDER_CONSTANT or not isinstance(fill, (int, float)):
         return None
     _, shrink, m = plan
-    value = min(255, max(0, int(np.rint(fill))))  # OpenCV's saturate_cast to uint8
-    return (2, *(shrink or (0, 0)), *m.ravel().tolist(), value, *size)
+    return (2, *(shrink or (0, 0)), *m.ravel().tolist(), _fill_u8(fill), *size)

@@ -3,10 +3,10 @@ without the GIL, where the config and the sample allow; Python only plans it (do
 
 Planning is the Python path's own: decode (deferred), the geometry keys and the random steps compose one
 pending map with the stream's RNG, without reading a pixel. The C call then decodes the JPEG region the map
-reads, resamples it with kernels that round as OpenCV rounds, converts it and writes it into the batch, so a
+reads, resamples it with picpac's kernels (the Python path's own), converts it and writes it into the batch, so a
 batch is byte for byte what :class:`~.sample_job.SampleJob` makes. A sample whose plan the C call cannot follow
-(not a JPEG, CMYK, a colour step that reads the pixels, a mask, a warp with a border other than a constant or
-under OpenCV 4) takes the Python path there.
+(not a JPEG, CMYK, a colour step that reads the pixels, a mask, a warp with a border other than a constant) takes
+the Python path there.
 """
 from __future__ import annotations
 
@@ -38,9 +38,7 @@ def fused_reason(config: StreamConfig, arrays: bool = False) -> str | None:
     if arrays:
         return f"the image field {d.image_field!r} holds arrays (nothing to decode)"
     if not decoding.REGION_DECODE:
-        return "picpac's C extension is not built (no libjpeg headers when it was installed)"
-    if not decoding.FUSED:
-        return "this CPU is not x86-64 with AVX2 and FMA, where the C kernels match OpenCV's bytes"
+        return decoding.FAST_PATH_OFF
     if d.channels not in (1, 3):
         return "channels=-1 (images as stored)"
     if not (d.reduced_decode and d.region_decode):

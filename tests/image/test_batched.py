@@ -208,13 +208,17 @@ def test_flip_that_picks_nobody_returns_the_batch_itself():
     assert BatchFlip(0.0, 0.0)(x, draws(0, 0, 0, np.arange(4), 2), 0) is x
 
 
-@pytest.mark.parametrize("shape, dtype", [((3, 4, 5, 600), np.uint8),  # more channels than OpenCV's 512
-                                          ((3, 4, 5), np.int64),  # a dtype OpenCV's flip lacks
-                                          ((3, 4, 5, 2), np.bool_)])
-def test_flip_of_what_opencv_cannot_flip(shape, dtype):
-    x = (np.arange(np.prod(shape)) % 7).astype(dtype).reshape(shape)
-    out = BatchFlip(1.0, 0.0)(x.copy(), draws(0, 0, 0, np.arange(3), 2), 0)
-    assert out.dtype == dtype and np.array_equal(out, x[:, :, ::-1])
+@pytest.mark.parametrize("shape, dtype", [((3, 4, 5, 600), np.uint8),  # more channels than the kernels' 512
+                                          ((3, 4, 5), np.int64), ((3, 4, 5, 3), np.int64), ((3, 4, 5), np.uint64),
+                                          ((3, 4, 5, 2), np.float64), ((3, 4, 5), np.int32), ((3, 4, 5, 3), np.uint16),
+                                          ((3, 4, 5), np.float16), ((3, 4, 5, 2), np.bool_), ((3, 4, 5), np.int8)])
+def test_flips_of_every_dtype_are_exact(shape, dtype):
+    """Whole values, as stored: int64 across its range (OpenCV 5.1's cv2.flip gave values near 5e18 here)."""
+    bits = np.random.default_rng(0).integers(0, 256, np.prod(shape) * np.dtype(dtype).itemsize, dtype=np.uint8)
+    x = (bits % 2).astype(np.bool_).reshape(shape) if dtype is np.bool_ else bits.view(dtype).reshape(shape)
+    for horizontal, vertical, want in ((1.0, 0.0, x[:, :, ::-1]), (0.0, 1.0, x[:, ::-1]), (1.0, 1.0, x[:, ::-1, ::-1])):
+        out = BatchFlip(horizontal, vertical)(x.copy(), draws(0, 0, 0, np.arange(3), 2), 0)
+        assert out.dtype == dtype and out.tobytes() == np.ascontiguousarray(want).tobytes()
 
 
 def test_normalize_is_float32_per_channel():

@@ -5,7 +5,7 @@ import pytest
 
 import picpac
 from picpac.errors import PicPacTypeError
-from picpac.image.decoding import FUSED
+from picpac.image.decoding import REGION_DECODE
 from picpac.stream import workers
 from picpac.stream.config import StreamConfig
 from picpac.stream.job import capacity, default_workers, usable_cores
@@ -77,7 +77,7 @@ def test_a_job_that_cannot_be_pickled_keeps_threads(db, monkeypatch):
         assert "processes cannot take this job" in stats["workers_reason"]
 
 
-@pytest.mark.skipif(not FUSED, reason="the fused C path needs picpac's C extension on x86-64 with AVX2 and FMA")
+@pytest.mark.skipif(not REGION_DECODE, reason="the fused C path needs picpac.image._jpeg (libjpeg-turbo's headers)")
 def test_the_fused_path_holds_the_gil_briefly_and_keeps_threads(db, monkeypatch):
     monkeypatch.setattr(workers, "default_workers", lambda: 7)  # an 8-core machine
     with picpac.ImageStream(db, loop=False, batch=8, resize_width=128, resize_height=96, workers="auto") as stream:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import picpac
-from picpac.image.decoding import FUSED
+from picpac.image.decoding import REGION_DECODE
 from picpac.stream.job import usable_cores
 from picpac.tools.bench import bound, gil_bound, measure, parse_settings, path, report
 
@@ -118,7 +118,7 @@ def test_one_thread_never_blames_the_gil(db):
     assert gil_bound(result) is None and not bound(result).startswith("the GIL")
 
 
-@pytest.mark.skipif(not FUSED, reason="the fused C path needs picpac's C extension on x86-64 with AVX2 and FMA")
+@pytest.mark.skipif(not REGION_DECODE, reason="the fused C path needs picpac.image._jpeg (libjpeg-turbo's headers)")
 def test_the_report_says_how_many_samples_took_the_fused_path(db):
     result = measure(str(db), {"batch": 8, "resize_width": 64, "resize_height": 48, "threads": 2}, 1.0)
     assert result["fused_reason"] is None and result["python_samples"] == 0 and result["fused_samples"] > 0
