@@ -12,6 +12,8 @@ huge image) is refused without allocating its pixels; a progressive JPEG's scans
 """
 from __future__ import annotations
 
+import os
+import warnings
 from typing import Any
 
 import cv2
@@ -22,21 +24,44 @@ from ..errors import ImageTooLargeError, PicPacValueError, TooManyScansError
 from ..file.inputs import read_file, source_error
 from .headers import PNG_MAGIC, image_size, jpeg_frame, jpeg_header, png_chunks_fit  # noqa: F401  (jpeg_header: also offered here)
 
-try:
-    from . import _jpeg
-except ImportError:  # built without libjpeg's headers: decode whole images with OpenCV
-    _jpeg = None
+_HEADERS = ("install libjpeg-turbo's headers (Debian/Ubuntu: libjpeg62-turbo-dev, Fedora: libjpeg-turbo-devel, conda: "
+            "libjpeg-turbo, Homebrew: jpeg-turbo) and reinstall picpac, or install a picpac wheel, which carries "
+            "libjpeg-turbo")
+
+
+def _fast_path() -> tuple[Any, str | None, str | None]:
+    """(picpac.image._jpeg, None, None), or (None, why it is off, how to get it): not built (no libjpeg-turbo headers at
+    install, PICPAC_FAST_PATH=off then), built but not loadable (a warning says why), or turned off by
+    PICPAC_FAST_PATH=off now."""
+    if os.environ.get("PICPAC_FAST_PATH", "").lower() == "off":
+        return None, "the environment variable PICPAC_FAST_PATH=off turns it off", "unset PICPAC_FAST_PATH"
+    try:
+        from . import _jpeg
+    except ModuleNotFoundError as exc:
+        if exc.name != f"{__package__}._jpeg":
+            raise
+        return None, "picpac.image._jpeg was not built (no libjpeg-turbo headers when picpac was installed)", _HEADERS
+    except ImportError as exc:  # built, but its libjpeg is gone (or another)
+        why = f"picpac.image._jpeg does not load ({exc})"
+        warnings.warn(f"picpac's fast path is off: {why}", RuntimeWarning, stacklevel=3)
+        return None, why, _HEADERS
+    return _jpeg, None, None
+
+
+_jpeg, _OFF, _HOW = _fast_path()
 
 REGION_DECODE = _jpeg is not None
 """Whether this build has the fast path: the C extension picpac.image._jpeg, built with libjpeg-turbo, which decodes
 regions of JPEGs at reduced scales and runs :func:`fused_sample` (picpac's kernels, as the Python path runs them)."""
 
-FAST_PATH_OFF = ("the fast path is off: picpac.image._jpeg was not built (libjpeg-turbo's headers were missing when "
-                 "picpac was installed), so JPEGs are decoded whole by OpenCV, without region or reduced decoding or the "
-                 "fused sample path ({cost}); to get it, install libjpeg-turbo's headers (Debian/Ubuntu: "
-                 "libjpeg62-turbo-dev, Fedora: libjpeg-turbo-devel, conda: libjpeg-turbo, Homebrew: jpeg-turbo) and "
-                 "reinstall picpac, or install a picpac wheel, which carries libjpeg-turbo")
-"""What a build without the fast path says (``stats()["fused_reason"]``, ``picpac --version``, ``picpac bench``)."""
+FAST_PATH_COST = "1.1x to 1.6x"
+"""How much faster the fast path streams JPEGs (docs/performance.md, "The fast path, off")."""
+
+FAST_PATH_OFF = None if _OFF is None else (
+    f"the fast path is off: {_OFF}, so JPEGs are decoded by OpenCV, without region decoding or the fused sample path "
+    f"(which streams JPEGs {FAST_PATH_COST} faster); to get it, {_HOW}")
+"""Why this build has no fast path, what it costs and how to get it (``stats()["fused_reason"]``, ``picpac --version``,
+``picpac bench``); None where it has it."""
 
 FUSED_DTYPES = {np.dtype(np.uint8): 0, np.dtype(np.float32): 1}
 """The output dtypes :func:`fused_sample` writes, and their codes."""
@@ -92,6 +117,8 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     By default the image comes out as viewers show it: a JPEG's EXIF orientation is applied
     (as OpenCV's IMREAD_COLOR does), other formats keep their channels, alpha and bit depth.
     An image of more than ``max_pixels`` pixels (None or 0: no limit) raises ImageTooLargeError.
+    A JPEG cut short (no end-of-image marker after its last scan) is no image, whatever the OpenCV
+    (4.x decodes one with its missing rows grey, 5.x refuses it).
     """
     buf = np.frombuffer(data, np.uint8)
     if buf.size == 0:
@@ -99,8 +126,11 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     size = _checked_size(buf, max_pixels)
     if buf[:8].tobytes() == PNG_MAGIC and not png_chunks_fit(buf):
         return None
+    jpeg = buf[:2].tobytes() == b"\xff\xd8"
+    if jpeg and not jpeg_ends(buf):
+        return None
     if flags is None:
-        flags = _JPEG_AS_SHOWN if buf[:2].tobytes() == b"\xff\xd8" else cv2.IMREAD_UNCHANGED
+        flags = _JPEG_AS_SHOWN if jpeg else cv2.IMREAD_UNCHANGED
     try:
         img = cv2.imdecode(buf, flags)
     except cv2.error:
@@ -108,6 +138,13 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     if size is None and img is not None:  # a header picpac cannot read: OpenCV's own limit bounded it
         check_pixels(img.shape[1], img.shape[0], max_pixels)
     return img
+
+
+def jpeg_ends(data: Any) -> bool:
+    """Whether a JPEG has an end-of-image marker after its last start of scan (entropy-coded data stuffs every 0xFF,
+    so only markers match): without one it was cut short."""
+    b = bytes(data)
+    return b.find(b"\xff\xd9", max(0, b.rfind(b"\xff\xda"))) >= 0
 
 
 def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:

@@ -38,7 +38,7 @@ def fused_reason(config: StreamConfig, arrays: bool = False) -> str | None:
     if arrays:
         return f"the image field {d.image_field!r} holds arrays (nothing to decode)"
     if not decoding.REGION_DECODE:
-        return decoding.FAST_PATH_OFF
+        return decoding.FAST_PATH_OFF or "the fast path is off"
     if d.channels not in (1, 3):
         return "channels=-1 (images as stored)"
     if not (d.reduced_decode and d.region_decode):

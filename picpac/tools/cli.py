@@ -64,14 +64,14 @@ class _Command(_ReportErrors, click.Command):
 
 
 def _version_message() -> str:
-    """``--version``: the version, and whether the C extension for region decoding is built."""
-    from ..image import REGION_DECODE
+    """``--version``: the version, whether the fast path is on (and if not, why, what it costs and how to get it), and
+    the variant of picpac's kernels that runs."""
+    from ..image import decoding, kernels
 
-    built = ("built (picpac.image._jpeg, libjpeg-turbo): JPEGs are decoded in part when a crop needs a part"
-             if REGION_DECODE else
-             "not built: JPEGs are decoded whole; install libjpeg-turbo's headers (Debian: libjpeg62-turbo-dev) "
-             "and reinstall picpac to build it")
-    return f"%(prog)s, version %(version)s\nregion decoding: {built}"
+    fast = decoding.FAST_PATH_OFF or ("on (picpac.image._jpeg, libjpeg-turbo): JPEGs decoded in part and at reduced "
+                                      "scales, each sample in one C call")
+    return (f"%(prog)s, version %(version)s\nfast path: {fast.removeprefix('the fast path is ')}\n"
+            f"kernels: {kernels.variant()} (picpac's own arithmetic: the same bytes on every CPU and OpenCV)")
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]},

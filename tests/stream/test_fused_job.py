@@ -1,6 +1,11 @@
 """The fused sample job: batches byte for byte those of the Python path (fused=False), on the 250 ImageNet JPEGs,
 for the benchmarks' workloads and the layouts, dtypes and steps it covers; samples it cannot follow take the Python
 path one by one; each sample is written into its batch."""
+import hashlib
+import os
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -165,10 +170,10 @@ def test_a_pass_left_early_leaves_no_buffer_behind(imagenet):
 def test_without_the_extension_every_sample_takes_the_python_path(imagenet, monkeypatch):
     """A build without libjpeg's headers (no picpac.image._jpeg): the stream says why and runs SampleJob."""
     monkeypatch.setattr(decoding, "REGION_DECODE", False)
+    monkeypatch.setattr(decoding, "FAST_PATH_OFF", "the fast path is off: picpac.image._jpeg was not built")
     with picpac.ImageStream(imagenet, loop=False, batch=32, resize_width=64, resize_height=64) as stream:
         assert type(stream._pipeline.job).__name__ == "SampleJob"
-        assert stream.stats()["fused_reason"] == decoding.FAST_PATH_OFF
-        assert decoding.FAST_PATH_OFF.startswith("the fast path is off: picpac.image._jpeg was not built")
+        assert stream.stats()["fused_reason"] == "the fast path is off: picpac.image._jpeg was not built"
         assert sum(len(b[0]) for b in stream) == 257 and "fused_samples" not in stream.stats()
 
 
@@ -191,3 +196,55 @@ def test_boxes_and_keypoints_follow_the_same_plan(tmp_path, task):
     assert_same(fused, python)
     assert (stats["fused_samples"], stats["python_samples"]) == (24, 0)
     assert any(len(b[1][0]) for b in fused)  # shapes survive the crops
+
+
+@pytest.fixture(scope="module")
+def jpegs(tmp_path_factory) -> Path:
+    """The 250 JPEGs alone: every sample decoded by libjpeg-turbo through picpac, none by OpenCV."""
+    files = sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))
+    if not files:
+        pytest.skip(f"real data not found at {SHARED_DATA}")
+    path = tmp_path_factory.mktemp("jpegs") / "jpegs.picpac"
+    with picpac.Writer(path) as w:
+        for i, file in enumerate(files):
+            w.append(image=file.read_bytes(), label=i % 10)
+    return path
+
+
+RECORDED = {"W1": "274cea8988c06008", "W2": "059b4653b04566d1"}
+"""The first 16 hex digits of SHA-256 over an epoch's batches (images, then labels) of W1 and W2 on the 250 JPEGs, seed 4:
+recorded once, the same on every OpenCV release and CPU (CI runs this on several OpenCV releases). They change only
+where picpac's arithmetic changes on purpose (or libjpeg-turbo's decoding does)."""
+
+
+@fused_only
+@pytest.mark.parametrize("name, config", [("W1", W1), ("W2", W2)])
+def test_an_epochs_bytes_are_the_ones_recorded_on_both_paths(jpegs, name, config):
+    for fused in (True, False):
+        out, _ = batches(jpegs, fused, **config)
+        digest = hashlib.sha256()
+        for images, labels, *_ in out:
+            digest.update(images.tobytes())
+            digest.update(labels.tobytes())
+        assert digest.hexdigest()[:16] == RECORDED[name], (name, fused, digest.hexdigest()[:16])
+
+
+def test_a_process_with_the_fast_path_off_says_why_what_it_costs_and_how_to_get_it(tmp_path):
+    """PICPAC_FAST_PATH=off (as a build without libjpeg-turbo's headers): stats() and picpac bench say so."""
+    code = textwrap.dedent("""
+        import picpac, sys
+        from picpac.image import decoding
+        with picpac.ImageStream(sys.argv[1], loop=False, batch=8) as stream:
+            print(decoding.REGION_DECODE, stream.stats()["fused_reason"])
+    """)
+    db = picpac.Writer(tmp_path / "one.picpac")
+    db.append(image=smooth_jpeg(40, 30), label=0)
+    db.close()
+    run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "one.picpac")], capture_output=True, text=True,
+                         env={**os.environ, "PICPAC_FAST_PATH": "off"}, timeout=120)
+    assert run.stdout.startswith("False the fast path is off: the environment variable PICPAC_FAST_PATH=off turns it "
+                                 "off"), run.stderr
+    assert "x faster); to get it, unset PICPAC_FAST_PATH" in run.stdout
+    bench = subprocess.run(["picpac", "bench", str(tmp_path / "one.picpac"), "--seconds", "0.5"], capture_output=True,
+                           text=True, env={**os.environ, "PICPAC_FAST_PATH": "off"}, timeout=120)
+    assert "no fused C path: the fast path is off: the environment variable" in bench.stdout, bench.stdout + bench.stderr

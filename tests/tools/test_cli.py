@@ -39,14 +39,23 @@ def test_help_lists_the_commands():
 
 
 @pytest.mark.parametrize("command", ["picpac", "picpac-import"])
-def test_version_says_whether_region_decoding_is_built(command):
+def test_version_says_whether_the_fast_path_is_on(command):
     result = subprocess.run([command, "--version"], capture_output=True, text=True)
-    built = ("built (picpac.image._jpeg, libjpeg-turbo): JPEGs are decoded in part when a crop needs a part"
-             if picpac.image.REGION_DECODE else
-             "not built: JPEGs are decoded whole; install libjpeg-turbo's headers (Debian: libjpeg62-turbo-dev) "
-             "and reinstall picpac to build it")
-    assert (result.returncode, result.stdout) == (0, f"{command}, version {picpac.__version__}\n"
-                                                     f"region decoding: {built}\n")
+    fast = ("on (picpac.image._jpeg, libjpeg-turbo): JPEGs decoded in part and at reduced scales, each sample in one "
+            "C call" if picpac.image.REGION_DECODE else picpac.image.decoding.FAST_PATH_OFF[len("the fast path is "):])
+    kernels = picpac.image.kernels.variant()
+    assert (result.returncode, result.stdout) == (0, f"{command}, version {picpac.__version__}\nfast path: {fast}\n"
+                                                     f"kernels: {kernels} (picpac's own arithmetic: the same bytes on "
+                                                     f"every CPU and OpenCV)\n")
+
+
+def test_version_says_the_fast_path_is_off_what_it_costs_and_how_to_get_it():
+    result = subprocess.run(["picpac", "--version"], capture_output=True, text=True,
+                            env={**os.environ, "PICPAC_FAST_PATH": "off"})
+    line = result.stdout.splitlines()[1]
+    assert line.startswith("fast path: off: the environment variable PICPAC_FAST_PATH=off turns it off, so JPEGs are "
+                           "decoded by OpenCV, without region decoding or the fused sample path (which streams JPEGs ")
+    assert line.endswith("x faster); to get it, unset PICPAC_FAST_PATH")
 
 
 def test_demo_runs():
