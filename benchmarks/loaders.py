@@ -15,6 +15,9 @@ Contenders, interleaved in every repeat so background load hits them alike; medi
   (c) the same DataLoader, reading the files with cv2 + the cv2 transforms of (a)
   (d) picpac.ImageStream(threads=2, dtype="uint8", order="NHWC", colorspace="BGR"), transforms
       [RandomResizedCrop(224, 224), Flip(horizontal=0.5)] / [Resize(shorter=256), CenterCrop(224, 224)]
+  (f) a thread pool: concurrent.futures.ThreadPoolExecutor(2) mapping cv2.imdecode + the transform of (a) over the
+      bytes in memory, in order, stacked into batches of 64 (what a Grain or tf.data pipeline of cv2 calls does)
+  (g) (d) with fused=False: the Python path (picpac's kernels, no fused C call)
 
 A rate is samples / wall time of one full pass, from creating the DataLoader or ImageStream to its
 last batch: DataLoader workers (persistent_workers=False) start afresh every epoch and that cost is
@@ -25,7 +28,10 @@ functions by own time are printed (--no-profile skips it).
 torch and Pillow are not picpac dependencies: pip install torch==2.13.0 pillow (exit 2 without them).
 
     python benchmarks/loaders.py [--samples 2000] [--repeats 3] [--large] [--contenders ...] [--no-profile]
-                                 [--baseline CHECKOUT] [--one-core]
+                                 [--baseline CHECKOUT] [--one-core] [--fresh]
+
+--fresh runs every measurement of (a), (d), (e), (f) and (g) in a fresh interpreter (one pass to warm up, then the
+timed pass), so that no measurement inherits another's heap, threads or caches.
 
 --one-core prints only issue 27's line instead: one-core cv2.imdecode + cv2.resize to 224x224 against
 ImageStream(threads=1 and 2, resize 224x224, uint8) on the fused C path and on the Python path (fused=False).
@@ -38,6 +44,7 @@ a child interpreter that imports the checkout's picpac and times its second pass
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import cProfile
 import io
 import math
@@ -85,9 +92,12 @@ CONTENDERS = {
     "cv2": "(c) DataLoader(num_workers=2) + cv2",
     "picpac": "(d) picpac ImageStream(threads=2)",
     "baseline": "(e) (d) with --baseline's picpac",
+    "pool": "(f) ThreadPoolExecutor(2) + cv2",
+    "python": "(g) (d) with fused=False",
 }
 TARGETS = [("ceiling", 2.0, 0.9, "picpac / (2 x ceiling)"), ("cv2", 1.0, 1.1, "picpac / (c) DataLoader+cv2"),
-           ("pil", 1.0, 1.6, "picpac / (b) DataLoader+PIL")]
+           ("pil", 1.0, 1.6, "picpac / (b) DataLoader+PIL"), ("pool", 1.0, 1.15, "picpac / (f) thread pool + cv2"),
+           ("python", 1.0, 1.0, "picpac / (g) fused=False"), ("baseline", 1.0, 0.97, "picpac / (e) --baseline")]
 
 
 # -- torchvision's RandomResizedCrop window, shared by every non-picpac contender -----------------
@@ -229,6 +239,32 @@ def run_ceiling(jpegs: list[bytes], workload: str, times: dict[str, float] | Non
     return len(jpegs) / elapsed, first or elapsed
 
 
+def run_pool(jpegs: list[bytes], workload: str) -> tuple[float, float]:
+    """(f): ThreadPoolExecutor(WORKERS) over decode + transform, results in order, stacked into batches."""
+    transform = CV2_TRANSFORMS[workload]
+    rngs = threading.local()
+
+    def one(data: bytes) -> np.ndarray:
+        if not hasattr(rngs, "rng"):
+            rngs.rng = random.Random(threading.get_ident())
+        return transform(cv2_decode(data), rngs.rng)
+
+    t0 = time.perf_counter()
+    first, n = None, 0
+    with concurrent.futures.ThreadPoolExecutor(WORKERS) as pool:
+        images = pool.map(one, jpegs)
+        while True:
+            batch = [image for _, image in zip(range(BATCH), images)]
+            if not batch:
+                break
+            np.stack(batch)
+            n += len(batch)
+            first = first or time.perf_counter() - t0
+    elapsed = time.perf_counter() - t0
+    assert n == len(jpegs)
+    return n / elapsed, first
+
+
 def run_dataloader(paths: list[str], labels: list[int], backend: str, workload: str) -> tuple[float, float]:
     t0 = time.perf_counter()
     loader = DataLoader(FileDataset(paths, labels, backend, workload), batch_size=BATCH, shuffle=workload == "W1",
@@ -249,10 +285,10 @@ def picpac_transforms(workload: str) -> list:
     return [Resize(shorter=SHORTER), CenterCrop(SIZE, SIZE)]
 
 
-def run_picpac(db: str, samples: int, workload: str) -> tuple[float, float]:
+def run_picpac(db: str, samples: int, workload: str, fused: bool = True) -> tuple[float, float]:
     t0 = time.perf_counter()
     with picpac.ImageStream(db, loop=False, batch=BATCH, threads=WORKERS, dtype="uint8", order="NHWC",
-                            colorspace="BGR", shuffle=workload == "W1",
+                            colorspace="BGR", shuffle=workload == "W1", fused=fused,
                             transforms=picpac_transforms(workload)) as stream:
         n, first = 0, None
         for images, _, _ in stream:
@@ -264,14 +300,27 @@ def run_picpac(db: str, samples: int, workload: str) -> tuple[float, float]:
     return n / elapsed, first
 
 
-def run_checkout(checkout: str, db: str, samples: int, workload: str) -> tuple[float, float]:
-    """run_picpac's second pass in a child interpreter that imports picpac from ``checkout``."""
+def run_checkout(checkout: str, db: str, samples: int, workload: str, contender: str = "picpac") -> tuple[float, float]:
+    """A contender's second pass in a child interpreter that imports picpac from ``checkout`` (--fresh: this one)."""
     env = {**os.environ, "PYTHONPATH": os.path.abspath(checkout)}
-    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-pass", db, str(samples), workload],
-                         env=env, capture_output=True, text=True, check=True, cwd=checkout).stdout.split()
+    out = subprocess.run([sys.executable, os.path.abspath(__file__), "--child-pass", db, str(samples), workload,
+                          contender], env=env, capture_output=True, text=True, check=True, cwd=checkout).stdout.split()
     if out[0] != os.path.join(os.path.abspath(checkout), "picpac"):
         raise SystemExit(f"{checkout}: the child imported picpac from {out[0]}")
     return float(out[1]), float(out[2])
+
+
+def child_pass(db: str, samples: int, workload: str, contender: str) -> tuple[float, float]:
+    """One warm-up pass of a contender, then the timed one (--child-pass, in a fresh interpreter)."""
+    if contender in ("picpac", "python", "baseline"):
+        run = lambda: run_picpac(db, samples, workload, fused=contender != "python")  # noqa: E731
+    else:
+        with picpac.Reader(db) as reader:
+            jpegs = [bytes(reader[i]["image"]) for i in range(len(reader))]
+        run = (lambda: run_pool(jpegs, workload)) if contender == "pool" else (  # noqa: E731
+            lambda: run_ceiling(jpegs, workload))
+    run()
+    return run()
 
 
 def profile_picpac(db: str, samples: int, workload: str, top: int = 10) -> str:
@@ -302,6 +351,16 @@ def profile_picpac(db: str, samples: int, workload: str, top: int = 10) -> str:
     body = body[body.find("   ncalls"):] if "   ncalls" in body else body
     return (f"cProfile of one picpac {workload} pass ({rate:.0f} img/s under the profiler), main + {len(profiles)} "
             f"worker threads merged, top {top} by own time (tottime: seconds summed over threads):\n{body.rstrip()}")
+
+
+def cpu_name() -> str:
+    """The CPU's model name (/proc/cpuinfo), or the platform's word for it."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            return next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        import platform
+        return platform.processor() or platform.machine()
 
 
 # -- data -------------------------------------------------------------------------------------------------
@@ -424,6 +483,8 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="CHECKOUT", help="also run (d) with the picpac package of this checkout")
     ap.add_argument("--one-core", action="store_true", help="only issue 27's line: ImageStream threads=1 and 2 "
                     "(fused and Python paths) against the one-core imdecode + resize loop")
+    ap.add_argument("--fresh", action="store_true", help="every measurement of (a), (d), (e), (f) and (g) in a "
+                    "fresh interpreter")
     args = ap.parse_args()
     if _MISSING is not None:
         print(f"benchmarks/loaders.py needs PyTorch and Pillow, which are not picpac dependencies "
@@ -450,9 +511,9 @@ def main() -> int:
         if args.one_core:
             one_core(jpegs, db, args.samples, args.repeats)
             return 0
-        print(f"machine: {os.cpu_count()} cores (os.cpu_count), Python {sys.version.split()[0]}, "
+        print(f"machine: {cpu_name()}, {os.cpu_count()} cores (os.cpu_count), Python {sys.version.split()[0]}, "
               f"torch {torch.__version__}, Pillow {Image.__version__}, OpenCV {cv2.__version__}, "
-              f"numpy {np.__version__}, multiprocessing start method "
+              f"numpy {np.__version__}, picpac kernels {picpac.image.kernels.variant()}, multiprocessing start method "
               f"{torch.multiprocessing.get_start_method()}, load average before the runs "
               f"{' '.join(f'{v:.2f}' for v in os.getloadavg())} (shared machine: other work runs beside these)")
         print("timing: img/s = samples / wall time of one full pass (every sample once, last batch short), from "
@@ -473,14 +534,19 @@ def main() -> int:
         for r in range(args.repeats):
             decodes.append(decode_rates(jpegs))
             for w in workloads:
+                here = str(Path(__file__).resolve().parents[1])
                 for n in names:
-                    if n == "ceiling":
-                        result = run_ceiling(jpegs, w, stage_ms[w])
-                    elif n == "picpac":
-                        result = run_checkout(str(Path(__file__).resolve().parents[1]), db, args.samples, w) \
-                            if args.baseline else run_picpac(db, args.samples, w)
-                    elif n == "baseline":
+                    if n == "baseline":
                         result = run_checkout(args.baseline, db, args.samples, w)
+                    elif args.fresh and n in ("ceiling", "picpac", "python", "pool"):
+                        result = run_checkout(here, db, args.samples, w, n)
+                    elif n == "ceiling":
+                        result = run_ceiling(jpegs, w, stage_ms[w])
+                    elif n in ("picpac", "python"):
+                        result = run_checkout(here, db, args.samples, w, n) if args.baseline else \
+                            run_picpac(db, args.samples, w, fused=n == "picpac")
+                    elif n == "pool":
+                        result = run_pool(jpegs, w)
                     else:
                         result = run_dataloader(paths, labels, n, w)
                     runs[w, n].append(result)
@@ -503,8 +569,6 @@ def main() -> int:
             if stage_ms[w]:
                 parts = ", ".join(f"{k} {statistics.median(v):.2f} ms" for k, v in stage_ms[w].items())
                 print(f"  ceiling per image: {parts}")
-            if "picpac" in med and "baseline" in med:
-                print(f"  {'(d) / (e): this checkout / --baseline':36s} {med['picpac'] / med['baseline']:5.3f}")
             if "picpac" in med:
                 for base, factor, target, label in TARGETS:
                     if base in med:
@@ -517,9 +581,8 @@ def main() -> int:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["--child-pass"]:  # run_baseline's child: one pass, with the picpac on PYTHONPATH
-        run_picpac(sys.argv[2], int(sys.argv[3]), sys.argv[4])
-        rate, first = run_picpac(sys.argv[2], int(sys.argv[3]), sys.argv[4])
+    if sys.argv[1:2] == ["--child-pass"]:  # run_checkout's child: one contender, with the picpac on PYTHONPATH
+        rate, first = child_pass(sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5])
         print(os.path.dirname(picpac.__file__), rate, first)
         sys.exit(0)
     sys.exit(main())

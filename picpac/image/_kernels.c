@@ -7,8 +7,9 @@
  * covers. Warps are bilinear in float32, each step a fused multiply-add written out (fmaf), rounded half to even.
  * Integer arithmetic, and float arithmetic in a fixed order with no other contraction (-ffp-contract=off, and the
  * pragmas below), give the same bytes on every CPU and compiler: the loops are compiled once per variant (portable C,
- * and on x86-64 AVX2 and AVX-512), chosen at load time or by kernels_select, and tests/image/kernel_vectors.c checks
- * the variants, and aarch64 under qemu, against the same vectors. */
+ * and on x86-64 AVX2 with FMA, whose warps and axis-aligned warps gather explicitly), chosen at load time or by
+ * kernels_select, and tests/image/kernel_vectors.c checks the variants, and aarch64 under qemu, against the same
+ * vectors. (An AVX-512 build of the loops was no faster on AMD Zen 4: measured, and left out.) */
 #include "_kernels.h"
 
 #include <math.h>
@@ -24,11 +25,12 @@
 enum { BITS = 11, ONE = 1 << BITS, ROUND = 1 << (2 * BITS - 1) };
 #define FAR 1e6f /* a warp's source point past this is outside any image (and no int conversion overflows) */
 
-/* Round half to even into 0..255 (NaN: 0). */
+/* Clamp into 0..255 (NaN: 0), then round half to even: adding 1.5 * 2**23 leaves a float no fraction, rounded as the
+ * default rounding mode rounds (what lrintf does), in plain float arithmetic that vectorises. */
 static inline uint8_t round_u8(float v) {
-    if (!(v > -0.5f))
-        return 0;
-    return v < 255.f ? (uint8_t)lrintf(v) : 255;
+    v = v > 0.f ? v : 0.f;
+    v = v < 255.f ? v : 255.f;
+    return (uint8_t)(int)((v + 12582912.f) - 12582912.f);
 }
 
 /* Index p of an axis of n pixels through the border: -1 for BORDER_CONSTANT outside. */
@@ -60,33 +62,36 @@ static inline int border_index(int p, int n, int border) {
 
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
 #define X86_VARIANTS 1
+#include <immintrin.h>
+#define VARIANT_GATHERS /* the loops' explicit AVX2 gathers, in these two variants */
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")
+/* eight int32 (0..255) stored as bytes */
+static inline void store8(uint8_t *out, __m256i v) {
+    __m128i w = _mm_packus_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    _mm_storel_epi64((__m128i *)out, _mm_packus_epi16(w, w));
+}
 #define VARIANT(name) name##_avx2
 #include "_kernels_loops.h"
 #undef VARIANT
 #pragma GCC pop_options
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
-#define VARIANT(name) name##_avx512
-#include "_kernels_loops.h"
-#undef VARIANT
-#pragma GCC pop_options
+#undef VARIANT_GATHERS
 #endif
 
 typedef struct {
     const char *name;
-    void (*hpass)(const uint8_t *, int, int, int, const int *, const int32_t *, int32_t *);
-    void (*vpass)(const int32_t *const *, const int32_t *, int, uint8_t *, int);
+    void (*vsum)(const uint8_t *const *, const int32_t *, int, int32_t *, int);
+    void (*hsum)(const int32_t *, const int *, const int32_t *, int, int32_t *, uint8_t *, int);
     void (*warp_rows)(const Pixels *, const float *, int, uint8_t, uint8_t *, size_t, int, int);
+    void (*vlerp)(const uint8_t *, const uint8_t *, float, float *, int);
+    void (*hlerp)(const float *, const int *, const float *, int, uint8_t *, int);
     void (*convert)(const uint8_t *, int, size_t, const Output *, const float *, const float *);
 } Loops;
 
 static const Loops LOOPS[] = {
-    {"portable", hpass_portable, vpass_portable, warp_rows_portable, convert_portable},
+    {"portable", vsum_portable, hsum_portable, warp_rows_portable, vlerp_portable, hlerp_portable, convert_portable},
 #ifdef X86_VARIANTS
-    {"avx2", hpass_avx2, vpass_avx2, warp_rows_avx2, convert_avx2},
-    {"avx512", hpass_avx512, vpass_avx512, warp_rows_avx512, convert_avx512},
+    {"avx2", vsum_avx2, hsum_avx2, warp_rows_avx2, vlerp_avx2, hlerp_avx2, convert_avx2},
 #endif
 };
 enum { VARIANTS = sizeof LOOPS / sizeof LOOPS[0] };
@@ -98,10 +103,6 @@ static int runs(const char *name) {
     __builtin_cpu_init();
     if (strcmp(name, "avx2") == 0)
         return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (strcmp(name, "avx512") == 0)
-        return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-               __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-               __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
 #endif
     return strcmp(name, "portable") == 0;
 }
@@ -207,43 +208,112 @@ static int make_axis(int ssize, int dsize, int interpolation, Axis *a) {
     return two_taps(ssize, dsize, interpolation == RESIZE_AREA, a);
 }
 
+/* Rows first, then columns: each output row sums its source rows over the columns it reads (contiguous bytes, which
+ * vectorise), then each output element sums its taps of that one row. Exact integers, so the order changes nothing:
+ * sum over y of wy * (sum over x of wx * p) = sum over x of wx * (sum over y of wy * p), each at most 255 * 2**22. */
 int resize_u8(const Pixels *s, int interpolation, uint8_t *dst, size_t stride, int width, int height) {
-    int cn = s->channels, row = width * cn, y, t, k, status = KERNELS_NO_MEMORY;
+    int cn = s->channels, n = width * cn, first, last, y, t, k, c, status = KERNELS_NO_MEMORY;
     Axis ax = {0}, ay = {0};
-    int32_t *buffer = NULL, **slots = NULL;
-    int *have = NULL;
-    const int32_t **rows = NULL;
+    int32_t *acc = NULL, *w = NULL, *sum = NULL;
+    int *at = NULL;
+    const uint8_t **rows = NULL;
     if (make_axis(s->width, width, interpolation, &ax) < 0 || make_axis(s->height, height, interpolation, &ay) < 0)
         goto done;
-    for (k = 0; k < width * ax.taps; k++)
-        ax.ofs[k] *= cn;
-    /* a ring of ay.taps horizontal rows: the rows of output y are consecutive (its last tap repeated) */
-    buffer = malloc(sizeof(int32_t) * (size_t)row * ay.taps);
-    slots = malloc(sizeof(int32_t *) * ay.taps), have = malloc(sizeof(int) * ay.taps);
-    rows = malloc(sizeof(int32_t *) * ay.taps);
-    if (!buffer || !slots || !have || !rows)
+    first = ax.ofs[0], last = ax.ofs[0];
+    for (k = 0; k < width * ax.taps; k++) /* the columns the output reads */
+        first = ax.ofs[k] < first ? ax.ofs[k] : first, last = ax.ofs[k] > last ? ax.ofs[k] : last;
+    /* the horizontal taps per output element, as offsets into acc (the window's sums) */
+    at = malloc(sizeof(int) * (size_t)n * ax.taps), w = malloc(sizeof(int32_t) * (size_t)n * ax.taps);
+    acc = malloc(sizeof(int32_t) * (size_t)(last - first + 1) * cn), sum = malloc(sizeof(int32_t) * (size_t)n);
+    rows = malloc(sizeof(uint8_t *) * ay.taps);
+    if (!at || !w || !acc || !sum || !rows)
         goto done;
-    for (k = 0; k < ay.taps; k++)
-        slots[k] = buffer + (size_t)k * row, have[k] = -1;
-    for (y = 0; y < height; y++) {
-        for (t = 0; t < ay.taps; t++) {
-            int sy = ay.ofs[y * ay.taps + t], slot = sy % ay.taps;
-            if (have[slot] != sy) {
-                loops->hpass(s->data + (size_t)sy * s->stride, cn, width, ax.taps, ax.ofs, ax.w, slots[slot]);
-                have[slot] = sy;
+    for (k = 0; k < width; k++)
+        for (t = 0; t < ax.taps; t++)
+            for (c = 0; c < cn; c++) {
+                at[(size_t)t * n + k * cn + c] = (ax.ofs[k * ax.taps + t] - first) * cn + c;
+                w[(size_t)t * n + k * cn + c] = ax.w[k * ax.taps + t];
             }
-            rows[t] = slots[slot];
-        }
-        loops->vpass(rows, ay.w + (size_t)y * ay.taps, ay.taps, dst + (size_t)y * stride, row);
+    for (y = 0; y < height; y++) {
+        for (t = 0; t < ay.taps; t++)
+            rows[t] = s->data + (size_t)ay.ofs[y * ay.taps + t] * s->stride + (size_t)first * cn;
+        loops->vsum(rows, ay.w + (size_t)y * ay.taps, ay.taps, acc, (last - first + 1) * cn);
+        loops->hsum(acc, at, w, ax.taps, sum, dst + (size_t)y * stride, n);
     }
     status = KERNELS_OK;
 done:
     axis_free(&ax), axis_free(&ay);
-    free(buffer), free(slots), free(have), free(rows);
+    free(acc), free(w), free(sum), free(at), free(rows);
     return status;
 }
 
 /* -- warping, flipping, nearest neighbour -------------------------------------------------------------------------- */
+
+/* A warp whose map keeps the axes (M1 = M3 = 0): each column's source point (fma(M0, x, M2)) and each row's (y M4 + M5),
+ * as the general warp computes them, found once; then rows first: each output row interpolates its two source rows
+ * over the columns it reads (contiguous, in float), then each output element between its two columns. Source rows
+ * and columns outside the image come from the border (a row of the fill, for a constant one). -1 where the columns
+ * read span too far (a map no stream makes: the general warp takes it). */
+static int warp_axes(const Pixels *s, const float *M, int border, uint8_t fill, uint8_t *dst, size_t stride,
+                     int width, int height) {
+    int cn = s->channels, n = width * cn, x, y, c, k, first = 0, last = 0, span, status = KERNELS_NO_MEMORY;
+    int *column = malloc(sizeof(int) * (size_t)width), *at = malloc(sizeof(int) * (size_t)n), *source = NULL;
+    float *frac = malloc(sizeof(float) * (size_t)width), *ax = malloc(sizeof(float) * (size_t)n), *v = NULL;
+    uint8_t *rows = NULL;
+    if (!column || !at || !frac || !ax)
+        goto done;
+    for (x = 0; x < width; x++) {
+        float fx = fmaf(M[0], (float)x, M[2]), ix;
+        if (!(fx > -FAR && fx < FAR))
+            fx = -FAR;
+        ix = floorf(fx);
+        column[x] = (int)ix, frac[x] = fx - ix;
+        first = x == 0 || column[x] < first ? column[x] : first;
+        last = x == 0 || column[x] + 1 > last ? column[x] + 1 : last;
+    }
+    span = last - first + 1;
+    if (span > 4 * (width + s->width) + 64) {
+        status = -2;
+        goto done;
+    }
+    for (x = 0; x < width; x++)
+        for (c = 0; c < cn; c++)
+            at[x * cn + c] = (column[x] - first) * cn + c, ax[x * cn + c] = frac[x];
+    /* the columns [first, last] of a source row, through the border, into one buffer row; the rows' two copies */
+    source = malloc(sizeof(int) * (size_t)span);
+    rows = malloc((size_t)span * cn * 2);
+    v = malloc(sizeof(float) * (size_t)span * cn);
+    if (!source || !rows || !v)
+        goto done;
+    for (k = 0; k < span; k++)
+        source[k] = border_index(first + k, s->width, border);
+    for (y = 0; y < height; y++) {
+        float fy = (float)y * M[4] + M[5], iy;
+        uint8_t *q[2] = {rows, rows + (size_t)span * cn};
+        int i;
+        if (!(fy > -FAR && fy < FAR))
+            fy = -FAR;
+        iy = floorf(fy);
+        for (i = 0; i < 2; i++) {
+            int row = border_index((int)iy + i, s->height, border);
+            const uint8_t *in = row < 0 ? NULL : s->data + (size_t)row * s->stride;
+            int inside = first >= 0 && last < s->width;
+            if (in != NULL && inside) { /* (no copy: read the source row itself) */
+                q[i] = (uint8_t *)in + (size_t)first * cn;
+                continue;
+            }
+            for (k = 0; k < span; k++)
+                for (c = 0; c < cn; c++)
+                    q[i][k * cn + c] = in == NULL || source[k] < 0 ? fill : in[(size_t)source[k] * cn + c];
+        }
+        loops->vlerp(q[0], q[1], fy - iy, v, span * cn);
+        loops->hlerp(v, at, ax, cn, dst + (size_t)y * stride, n);
+    }
+    status = KERNELS_OK;
+done:
+    free(column), free(at), free(frac), free(ax), free(source), free(rows), free(v);
+    return status;
+}
 
 int warp_u8(const Pixels *s, const double m[6], int border, uint8_t fill, uint8_t *dst, size_t stride, int width,
             int height) {
@@ -259,6 +329,11 @@ int warp_u8(const Pixels *s, const double m[6], int border, uint8_t fill, uint8_
     inv[5] = -inv[3] * m[2] - inv[4] * m[5];
     for (i = 0; i < 6; i++) /* (a double past FLT_MAX as float is undefined: such maps read nothing of the image) */
         M[i] = fabs(inv[i]) < 1e30 ? (float)inv[i] : 0.f;
+    if (M[1] == 0.f && M[3] == 0.f) {
+        int status = warp_axes(s, M, border, fill, dst, stride, width, height);
+        if (status != -2)
+            return status;
+    }
     loops->warp_rows(s, M, border, fill, dst, stride, width, height);
     return KERNELS_OK;
 }
@@ -277,7 +352,12 @@ void flip_pixels(const uint8_t *src, size_t src_stride, int width, int height, s
             memcpy(out, in, (size_t)width * pixel);
         else if (pixel == 1)
             FLIP_ROW(1);
-        else if (pixel == 3)
+        else if (pixel == 3 && width > 2) { /* 4-byte copies, each overwritten by the next pixel, inside the row */
+            memcpy(out, in + (size_t)(width - 1) * 3, 3);
+            for (x = 1; x < width - 1; x++)
+                memcpy(out + (size_t)x * 3, in + (size_t)(width - 1 - x) * 3, 4);
+            memcpy(out + (size_t)(width - 1) * 3, in, 3);
+        } else if (pixel == 3)
             FLIP_ROW(3);
         else if (pixel == 4)
             FLIP_ROW(4);

@@ -66,8 +66,7 @@ typedef struct {
  * picpac.image.transforms.convert writes it. KERNELS_OK, or KERNELS_NO_MEMORY. */
 int finish_u8(const Pixels *src, const Geometry *g, const Output *out);
 
-/* The loops' variant: "portable" (plain C, every CPU), or on x86-64 "avx2" (AVX2 and FMA) and "avx512" (AVX-512 BW);
- * each gives the same bytes. kernels_select("auto") takes the widest this CPU runs; 0, or -1 for a variant it cannot
+/* The loops' variant: "portable" (plain C, every CPU), or on x86-64 "avx2" (AVX2 and FMA); each gives the same bytes. kernels_select("auto") takes the widest this CPU runs; 0, or -1 for a variant it cannot
  * run (or one unknown). */
 int kernels_select(const char *name);
 const char *kernels_variant(void);

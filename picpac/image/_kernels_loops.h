@@ -1,59 +1,49 @@
 /* The kernels' inner loops, included by _kernels.c once per variant (VARIANT(name) names them: the portable build,
- * and on x86-64 the same code compiled for AVX2 and for AVX-512). Only integer arithmetic, and float arithmetic in a
+ * and on x86-64 the same code compiled for AVX2 with FMA, which also gathers explicitly, VARIANT_GATHERS). Only integer arithmetic, and float arithmetic in a
  * fixed order with the fused multiply-adds written out (fmaf): every variant gives the same bytes. */
 
-/* One source row's horizontal sums: out[x * cn + c] = sum over the taps of p[ofs] * w (ofs in bytes). */
-static void VARIANT(hpass)(const uint8_t *restrict p, int cn, int width, int taps, const int *restrict ofs,
-                           const int32_t *restrict w, int32_t *restrict out) {
-    int x, c, t;
-    if (taps == 2 && cn == 3) {
-        for (x = 0; x < width; x++) {
-            const uint8_t *a = p + ofs[2 * x], *b = p + ofs[2 * x + 1];
-            int32_t wa = w[2 * x], wb = w[2 * x + 1];
-            out[3 * x] = a[0] * wa + b[0] * wb;
-            out[3 * x + 1] = a[1] * wa + b[1] * wb;
-            out[3 * x + 2] = a[2] * wa + b[2] * wb;
-        }
-    } else if (taps == 2 && cn == 1) {
-        for (x = 0; x < width; x++)
-            out[x] = p[ofs[2 * x]] * w[2 * x] + p[ofs[2 * x + 1]] * w[2 * x + 1];
-    } else if (cn == 3) {
-        for (x = 0; x < width; x++) {
-            int32_t s0 = 0, s1 = 0, s2 = 0;
-            for (t = 0; t < taps; t++) {
-                const uint8_t *a = p + ofs[x * taps + t];
-                int32_t wa = w[x * taps + t];
-                s0 += a[0] * wa, s1 += a[1] * wa, s2 += a[2] * wa;
-            }
-            out[3 * x] = s0, out[3 * x + 1] = s1, out[3 * x + 2] = s2;
-        }
-    } else {
-        for (x = 0; x < width; x++)
-            for (c = 0; c < cn; c++) {
-                int32_t s = 0;
-                for (t = 0; t < taps; t++)
-                    s += p[ofs[x * taps + t] + c] * w[x * taps + t];
-                out[x * cn + c] = s;
-            }
+/* Vertical sums of ``taps`` source rows into acc: acc[i] = sum over t of w[t] * rows[t][i], for i < n. */
+static void VARIANT(vsum)(const uint8_t *const *rows, const int32_t *w, int taps, int32_t *restrict acc, int n) {
+    int i, t;
+    if (taps == 2) {
+        const uint8_t *restrict a = rows[0], *restrict b = rows[1];
+        int32_t wa = w[0], wb = w[1];
+        for (i = 0; i < n; i++)
+            acc[i] = a[i] * wa + b[i] * wb;
+        return;
+    }
+    for (i = 0; i < n; i++)
+        acc[i] = rows[0][i] * w[0];
+    for (t = 1; t < taps; t++) {
+        const uint8_t *restrict a = rows[t];
+        int32_t wa = w[t];
+        for (i = 0; i < n; i++)
+            acc[i] += a[i] * wa;
     }
 }
 
-/* One output row from ``taps`` horizontal rows: (sum of w * row + 2**21) >> 22, the one rounding of a resize. */
-static void VARIANT(vpass)(const int32_t *const *rows, const int32_t *w, int taps, uint8_t *restrict out, int n) {
-    int x, t;
+/* Horizontal sums of acc into an output row, one rounding: out[i] = (sum over t of w[t][i] * acc[at[t][i]] + 2**21)
+ * >> 22, the tables laid out per output element (pixel and channel), ``taps`` tables of n each. */
+static void VARIANT(hsum)(const int32_t *restrict acc, const int *restrict at, const int32_t *restrict w, int taps,
+                          int32_t *restrict sum, uint8_t *restrict out, int n) {
+    int i = 0, t;
     if (taps == 2) {
-        const int32_t *restrict a = rows[0], *restrict b = rows[1];
-        int32_t wa = w[0], wb = w[1];
-        for (x = 0; x < n; x++)
-            out[x] = (uint8_t)((a[x] * wa + b[x] * wb + ROUND) >> (2 * BITS));
+        const int *restrict a0 = at, *restrict a1 = at + n;
+        const int32_t *restrict w0 = w, *restrict w1 = w + n;
+        for (; i < n; i++)
+            out[i] = (uint8_t)((acc[a0[i]] * w0[i] + acc[a1[i]] * w1[i] + ROUND) >> (2 * BITS));
         return;
     }
-    for (x = 0; x < n; x++) {
-        int32_t s = ROUND;
-        for (t = 0; t < taps; t++)
-            s += rows[t][x] * w[t];
-        out[x] = (uint8_t)(s >> (2 * BITS));
+    for (i = 0; i < n; i++)
+        sum[i] = ROUND + acc[at[i]] * w[i];
+    for (t = 1; t < taps; t++) {
+        const int *restrict a = at + (size_t)t * n;
+        const int32_t *restrict wt = w + (size_t)t * n;
+        for (i = 0; i < n; i++)
+            sum[i] += acc[a[i]] * wt[i];
     }
+    for (i = 0; i < n; i++)
+        out[i] = (uint8_t)(sum[i] >> (2 * BITS));
 }
 
 /* One output pixel of the warp from source pixel (ix, iy) and the fractions (fx, fy). */
@@ -85,13 +75,68 @@ static inline __attribute__((always_inline)) void VARIANT(warp_pixel)(const Pixe
 }
 
 /* The warp's rows: the source point of pixel x of row y is (fma(M0, x, y M1 + M2), fma(M3, x, y M4 + M5)). */
+#ifdef VARIANT_GATHERS
+/* Eight output pixels of the warp at once, where all their taps lie inside the image and above its last row (so that
+ * the 4-byte gathers stay inside the image): 1 if done, 0 if the caller must take them one by one. The arithmetic is
+ * warp_pixel's, lane by lane. */
+static inline __attribute__((always_inline)) int VARIANT(warp8)(const Pixels *s, const float *M, float row_x,
+                                                                float row_y, int x, uint8_t *out, int cn) {
+    __m256 xs = _mm256_add_ps(_mm256_set1_ps((float)x), _mm256_setr_ps(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256 fx = _mm256_fmadd_ps(_mm256_set1_ps(M[0]), xs, _mm256_set1_ps(row_x));
+    __m256 fy = _mm256_fmadd_ps(_mm256_set1_ps(M[3]), xs, _mm256_set1_ps(row_y));
+    __m256 ix = _mm256_floor_ps(fx), iy = _mm256_floor_ps(fy), ax = _mm256_sub_ps(fx, ix), ay = _mm256_sub_ps(fy, iy);
+    __m256 inside = _mm256_and_ps(_mm256_and_ps(_mm256_cmp_ps(ix, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                                _mm256_cmp_ps(ix, _mm256_set1_ps((float)(s->width - 1)), _CMP_LT_OQ)),
+                                  _mm256_and_ps(_mm256_cmp_ps(iy, _mm256_setzero_ps(), _CMP_GE_OQ),
+                                                _mm256_cmp_ps(iy, _mm256_set1_ps((float)(s->height - 2)), _CMP_LT_OQ)));
+    __m256i at, below, mask = _mm256_set1_epi32(0xFF);
+    int c, k;
+    if (_mm256_movemask_ps(inside) != 0xFF)
+        return 0;
+    at = _mm256_add_epi32(_mm256_mullo_epi32(_mm256_cvttps_epi32(iy), _mm256_set1_epi32((int)s->stride)),
+                          _mm256_mullo_epi32(_mm256_cvttps_epi32(ix), _mm256_set1_epi32(cn)));
+    below = _mm256_add_epi32(at, _mm256_set1_epi32((int)s->stride));
+    /* each tap's pixel as one 4-byte word (its channels, then a byte not used): four gathers for every channel */
+    const int *base = (const int *)s->data;
+    __m256i w0 = _mm256_i32gather_epi32(base, at, 1), w1 = _mm256_i32gather_epi32(base, _mm256_add_epi32(at, _mm256_set1_epi32(cn)), 1);
+    __m256i w2 = _mm256_i32gather_epi32(base, below, 1);
+    __m256i w3 = _mm256_i32gather_epi32(base, _mm256_add_epi32(below, _mm256_set1_epi32(cn)), 1);
+    for (c = 0; c < cn; c++) {
+        __m128i shift = _mm_cvtsi32_si128(8 * c);
+        __m256 p0 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(w0, shift), mask));
+        __m256 p1 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(w1, shift), mask));
+        __m256 p2 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(w2, shift), mask));
+        __m256 p3 = _mm256_cvtepi32_ps(_mm256_and_si256(_mm256_srl_epi32(w3, shift), mask));
+        __m256 v0 = _mm256_fmadd_ps(ax, _mm256_sub_ps(p1, p0), p0), v1 = _mm256_fmadd_ps(ax, _mm256_sub_ps(p3, p2), p2);
+        __m256 r = _mm256_fmadd_ps(ay, _mm256_sub_ps(v1, v0), v0);
+        int32_t lanes[8];
+        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_setzero_ps()), _mm256_set1_ps(255.f));
+        r = _mm256_sub_ps(_mm256_add_ps(r, _mm256_set1_ps(12582912.f)), _mm256_set1_ps(12582912.f));
+        _mm256_storeu_si256((__m256i *)lanes, _mm256_cvttps_epi32(r));
+        for (k = 0; k < 8; k++)
+            out[(size_t)(x + k) * cn + c] = (uint8_t)lanes[k];
+    }
+    return 1;
+}
+#endif
+
 static void VARIANT(warp_rows)(const Pixels *s, const float *M, int border, uint8_t fill, uint8_t *dst, size_t stride,
                                int width, int height) {
     int cn = s->channels, x, y;
+#ifdef VARIANT_GATHERS
+    /* (gathers take int32 byte offsets: the image's bytes must fit) */
+    int gathers = (cn == 1 || cn == 3) && (double)s->stride * s->height < 2147483647.0;
+#endif
     for (y = 0; y < height; y++) {
         float row_x = (float)y * M[1] + M[2], row_y = (float)y * M[4] + M[5];
         uint8_t *out = dst + (size_t)y * stride;
         for (x = 0; x < width; x++) {
+#ifdef VARIANT_GATHERS
+            if (gathers && x + 8 <= width && VARIANT(warp8)(s, M, row_x, row_y, x, out, cn)) {
+                x += 7;
+                continue;
+            }
+#endif
             float fx = fmaf(M[0], (float)x, row_x), fy = fmaf(M[3], (float)x, row_y), ix, iy;
             if (!(fx > -FAR && fx < FAR && fy > -FAR && fy < FAR)) /* (far outside, or not a number) */
                 fx = fy = -FAR;
@@ -103,6 +148,35 @@ static void VARIANT(warp_rows)(const Pixels *s, const float *M, int border, uint
             else
                 VARIANT(warp_pixel)(s, (int)ix, (int)iy, fx - ix, fy - iy, border, fill, out + (size_t)x * cn, cn);
         }
+    }
+}
+
+/* An axis-aligned warp's two passes: one row's vertical interpolation, v[i] = fma(a, q1[i] - q0[i], q0[i]) (over
+ * contiguous source bytes), then the output row's horizontal one, round(fma(ax[i], v[at[i] + cn] - v[at[i]],
+ * v[at[i]])) (tables per output element). */
+static void VARIANT(vlerp)(const uint8_t *restrict q0, const uint8_t *restrict q1, float a, float *restrict v, int n) {
+    int i;
+    for (i = 0; i < n; i++)
+        v[i] = fmaf(a, (float)q1[i] - (float)q0[i], (float)q0[i]);
+}
+
+static void VARIANT(hlerp)(const float *restrict v, const int *restrict at, const float *restrict ax, int cn,
+                           uint8_t *restrict out, int n) {
+    int i = 0;
+#ifdef VARIANT_GATHERS
+    for (; i + 8 <= n; i += 8) { /* round_u8's arithmetic, eight at a time */
+        __m256i index = _mm256_loadu_si256((const __m256i *)(at + i));
+        __m256 p0 = _mm256_i32gather_ps(v, index, 4);
+        __m256 p1 = _mm256_i32gather_ps(v, _mm256_add_epi32(index, _mm256_set1_epi32(cn)), 4);
+        __m256 r = _mm256_fmadd_ps(_mm256_loadu_ps(ax + i), _mm256_sub_ps(p1, p0), p0);
+        r = _mm256_min_ps(_mm256_max_ps(r, _mm256_setzero_ps()), _mm256_set1_ps(255.f)); /* (maxps: NaN -> 0) */
+        r = _mm256_sub_ps(_mm256_add_ps(r, _mm256_set1_ps(12582912.f)), _mm256_set1_ps(12582912.f));
+        store8(out + i, _mm256_cvttps_epi32(r));
+    }
+#endif
+    for (; i < n; i++) {
+        float p0 = v[at[i]], p1 = v[at[i] + cn];
+        out[i] = round_u8(fmaf(ax[i], p1 - p0, p0));
     }
 }
 

@@ -391,7 +391,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
         return PyErr_Format(PyExc_ImportError, "PICPAC_KERNELS=%s is no variant this build and CPU run (portable%s)",
                             chosen,
 #if defined(__x86_64__)
-                            ", avx2, avx512, auto"
+                            ", avx2, auto"
 #else
                             ", auto"
 #endif
@@ -401,7 +401,7 @@ PyMODINIT_FUNC PyInit__kernels(void) {
         return NULL;
     capsule = PyCapsule_New(&api, KERNELS_CAPSULE, NULL);
 #if (defined(__GNUC__) || defined(__clang__)) && defined(__x86_64__)
-    names = Py_BuildValue("(sss)", "portable", "avx2", "avx512");
+    names = Py_BuildValue("(ss)", "portable", "avx2");
 #else
     names = Py_BuildValue("(s)", "portable");
 #endif

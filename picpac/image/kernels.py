@@ -5,7 +5,7 @@ bytes on any OpenCV and any CPU: resizing 8-bit images (LINEAR, AREA), warping t
 any dtype nearest neighbour (masks) and flips. The fused C path (``decoding.fused_sample``) runs the same kernels, so
 ``fused=True`` and ``fused=False`` give the same bytes by construction (docs/augment.md, "Exact bytes").
 
-The loops come in variants (:data:`VARIANTS`: portable C, and on x86-64 AVX2 and AVX-512) that give the same bytes;
+The loops come in variants (:data:`VARIANTS`: portable C, and on x86-64 AVX2 with FMA) that give the same bytes;
 the widest the CPU runs is chosen at import, or the one the environment variable ``PICPAC_KERNELS`` names.
 """
 from __future__ import annotations

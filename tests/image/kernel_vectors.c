@@ -3,7 +3,7 @@
  * of the loops, forced), cross-compiles it for aarch64 and runs it under qemu-aarch64, and checks every line against
  * kernel_vectors.txt; it also replays the lines through the Python extension.
  *
- * Usage: kernel_vectors [VARIANT]   (portable, avx2, avx512 or auto; default auto). Exit status 2: a variant this CPU
+ * Usage: kernel_vectors [VARIANT]   (portable, avx2 or auto; default auto). Exit status 2: a variant this CPU
  * cannot run. The inputs of case k are the splitmix64 stream from k * 0x9E3779B97F4A7C15 + 1, 8 bytes a draw, little
  * endian; its parameters come from the stream of k * 0x9E3779B97F4A7C15 + 2. */
 #include <stdint.h>
