@@ -17,6 +17,7 @@ Contenders, interleaved in every repeat so background load hits them alike; medi
       [RandomResizedCrop(224, 224), Flip(horizontal=0.5)] / [Resize(shorter=256), CenterCrop(224, 224)]
   (f) a thread pool: concurrent.futures.ThreadPoolExecutor(2) mapping cv2.imdecode + the transform of (a) over the
       bytes in memory, in order, stacked into batches of 64 (what a Grain or tf.data pipeline of cv2 calls does)
+  (h) (f) with every resize cv2.INTER_LINEAR (the cheapest cv2 transform; picpac's W2 is bilinear too, one warp)
   (g) (d) with fused=False: the Python path (picpac's kernels, no fused C call)
 
 A rate is samples / wall time of one full pass, from creating the DataLoader or ImageStream to its
@@ -30,7 +31,7 @@ torch and Pillow are not picpac dependencies: pip install torch==2.13.0 pillow (
     python benchmarks/loaders.py [--samples 2000] [--repeats 3] [--large] [--contenders ...] [--no-profile]
                                  [--baseline CHECKOUT] [--one-core] [--fresh]
 
---fresh runs every measurement of (a), (d), (e), (f) and (g) in a fresh interpreter (one pass to warm up, then the
+--fresh runs every measurement of (a), (d), (e), (f), (g) and (h) in a fresh interpreter (one pass to warm up, then the
 timed pass), so that no measurement inherits another's heap, threads or caches.
 
 --one-core prints only issue 27's line instead: one-core cv2.imdecode + cv2.resize to 224x224 against
@@ -93,10 +94,12 @@ CONTENDERS = {
     "picpac": "(d) picpac ImageStream(threads=2)",
     "baseline": "(e) (d) with --baseline's picpac",
     "pool": "(f) ThreadPoolExecutor(2) + cv2",
+    "pool-linear": "(h) (f) with INTER_LINEAR",
     "python": "(g) (d) with fused=False",
 }
 TARGETS = [("ceiling", 2.0, 0.9, "picpac / (2 x ceiling)"), ("cv2", 1.0, 1.1, "picpac / (c) DataLoader+cv2"),
            ("pil", 1.0, 1.6, "picpac / (b) DataLoader+PIL"), ("pool", 1.0, 1.15, "picpac / (f) thread pool + cv2"),
+           ("pool-linear", 1.0, 1.15, "picpac / (h) thread pool, INTER_LINEAR"),
            ("python", 1.0, 1.0, "picpac / (g) fused=False"), ("baseline", 1.0, 0.97, "picpac / (e) --baseline")]
 
 
@@ -156,6 +159,24 @@ def cv2_w2(img: np.ndarray, rng: Any = None) -> np.ndarray:
 
 
 CV2_TRANSFORMS = {"W1": cv2_w1, "W2": cv2_w2}
+
+
+def linear_w1(img: np.ndarray, rng: random.Random | Any) -> np.ndarray:
+    h, w = img.shape[:2]
+    x, y, cw, ch = rrc_window(w, h, rng)
+    out = cv2.resize(img[y:y + ch, x:x + cw], (SIZE, SIZE), interpolation=cv2.INTER_LINEAR)
+    return cv2.flip(out, 1) if rng.random() < 0.5 else out
+
+
+def linear_w2(img: np.ndarray, rng: Any = None) -> np.ndarray:
+    h, w = img.shape[:2]
+    img = cv2.resize(img, shorter_size(w, h), interpolation=cv2.INTER_LINEAR)
+    h, w = img.shape[:2]
+    top, left = int(round((h - SIZE) / 2)), int(round((w - SIZE) / 2))
+    return np.ascontiguousarray(img[top:top + SIZE, left:left + SIZE])
+
+
+LINEAR_TRANSFORMS = {"W1": linear_w1, "W2": linear_w2}
 
 
 # -- PIL transforms: contender (b) --------------------------------------------------------------------
@@ -239,9 +260,10 @@ def run_ceiling(jpegs: list[bytes], workload: str, times: dict[str, float] | Non
     return len(jpegs) / elapsed, first or elapsed
 
 
-def run_pool(jpegs: list[bytes], workload: str) -> tuple[float, float]:
-    """(f): ThreadPoolExecutor(WORKERS) over decode + transform, results in order, stacked into batches."""
-    transform = CV2_TRANSFORMS[workload]
+def run_pool(jpegs: list[bytes], workload: str, linear: bool = False) -> tuple[float, float]:
+    """(f): ThreadPoolExecutor(WORKERS) over decode + transform, results in order, stacked into batches; ``linear``:
+    (h), every resize INTER_LINEAR."""
+    transform = (LINEAR_TRANSFORMS if linear else CV2_TRANSFORMS)[workload]
     rngs = threading.local()
 
     def one(data: bytes) -> np.ndarray:
@@ -317,7 +339,7 @@ def child_pass(db: str, samples: int, workload: str, contender: str) -> tuple[fl
     else:
         with picpac.Reader(db) as reader:
             jpegs = [bytes(reader[i]["image"]) for i in range(len(reader))]
-        run = (lambda: run_pool(jpegs, workload)) if contender == "pool" else (  # noqa: E731
+        run = (lambda: run_pool(jpegs, workload, contender == "pool-linear")) if contender.startswith("pool") else (  # noqa: E731
             lambda: run_ceiling(jpegs, workload))
     run()
     return run()
@@ -483,8 +505,8 @@ def main() -> int:
     ap.add_argument("--baseline", metavar="CHECKOUT", help="also run (d) with the picpac package of this checkout")
     ap.add_argument("--one-core", action="store_true", help="only issue 27's line: ImageStream threads=1 and 2 "
                     "(fused and Python paths) against the one-core imdecode + resize loop")
-    ap.add_argument("--fresh", action="store_true", help="every measurement of (a), (d), (e), (f) and (g) in a "
-                    "fresh interpreter")
+    ap.add_argument("--fresh", action="store_true", help="every measurement of (a), (d), (e), (f), (g) and (h) in "
+                    "a fresh interpreter")
     args = ap.parse_args()
     if _MISSING is not None:
         print(f"benchmarks/loaders.py needs PyTorch and Pillow, which are not picpac dependencies "
@@ -538,15 +560,15 @@ def main() -> int:
                 for n in names:
                     if n == "baseline":
                         result = run_checkout(args.baseline, db, args.samples, w)
-                    elif args.fresh and n in ("ceiling", "picpac", "python", "pool"):
+                    elif args.fresh and n in ("ceiling", "picpac", "python", "pool", "pool-linear"):
                         result = run_checkout(here, db, args.samples, w, n)
                     elif n == "ceiling":
                         result = run_ceiling(jpegs, w, stage_ms[w])
                     elif n in ("picpac", "python"):
                         result = run_checkout(here, db, args.samples, w, n) if args.baseline else \
                             run_picpac(db, args.samples, w, fused=n == "picpac")
-                    elif n == "pool":
-                        result = run_pool(jpegs, w)
+                    elif n.startswith("pool"):
+                        result = run_pool(jpegs, w, n == "pool-linear")
                     else:
                         result = run_dataloader(paths, labels, n, w)
                     runs[w, n].append(result)

@@ -54,7 +54,7 @@ REGION_DECODE = _jpeg is not None
 """Whether this build has the fast path: the C extension picpac.image._jpeg, built with libjpeg-turbo, which decodes
 regions of JPEGs at reduced scales and runs :func:`fused_sample` (picpac's kernels, as the Python path runs them)."""
 
-FAST_PATH_COST = "1.1x to 1.6x"
+FAST_PATH_COST = "1.3x to 1.7x"
 """How much faster the fast path streams JPEGs (docs/performance.md, "The fast path, off")."""
 
 FAST_PATH_OFF = None if _OFF is None else (
