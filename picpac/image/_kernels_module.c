@@ -72,13 +72,25 @@ static PyObject *refuse(Image *a, Image *b) { /* the exception is set */
     return NULL;
 }
 
-static int output_fits(const Image *src, const Image *out, const char *name) {
-    if (out->channels == src->channels && out->pixel == src->pixel && out->width <= MAX_SIDE &&
-        out->height <= MAX_SIDE)
-        return 1;
+/* The source and the output of a resampling call: the output of the source's channels and dtype (``itemsize`` bytes
+ * an element: 1 for uint8, 0 for any), at most MAX_SIDE a side. 0, or -1 with a ValueError (nothing held). */
+static int get_images(PyObject *src_obj, PyObject *out_obj, const char *name, Py_ssize_t itemsize, Image *src,
+                      Image *out) {
+    char what[48];
+    snprintf(what, sizeof what, "%s: src", name);
+    if (get_image(src_obj, what, 0, itemsize, src) < 0)
+        return -1;
+    snprintf(what, sizeof what, "%s: out", name);
+    if (get_image(out_obj, what, 1, src->view.itemsize, out) < 0) {
+        PyBuffer_Release(&src->view);
+        return -1;
+    }
+    if (out->channels == src->channels && out->width <= MAX_SIDE && out->height <= MAX_SIDE)
+        return 0;
     PyErr_Format(PyExc_ValueError, "%s: out must have the source's channels and dtype, and sides of at most %d",
                  name, MAX_SIDE);
-    return 0;
+    refuse(src, out);
+    return -1;
 }
 
 PyDoc_STRVAR(resize_doc, "resize(src, out, interpolation)\n\n"
@@ -96,14 +108,8 @@ static PyObject *resize(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "resize: interpolation must be 0 (LINEAR) or 1 (AREA)");
         return NULL;
     }
-    if (get_image(src_obj, "resize: src", 0, 1, &src) < 0)
+    if (get_images(src_obj, out_obj, "resize", 1, &src, &out) < 0)
         return NULL;
-    if (get_image(out_obj, "resize: out", 1, 1, &out) < 0) {
-        PyBuffer_Release(&src.view);
-        return NULL;
-    }
-    if (!output_fits(&src, &out, "resize"))
-        return refuse(&src, &out);
     pixels = (Pixels){src.data, src.stride, src.width, src.height, src.channels};
     Py_BEGIN_ALLOW_THREADS
     status = resize_u8(&pixels, interpolation, out.data, out.stride, out.width, out.height);
@@ -131,14 +137,8 @@ static PyObject *warp(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "warp: border must be 0 to 3 and fill 0 to 255");
         return NULL;
     }
-    if (get_image(src_obj, "warp: src", 0, 1, &src) < 0)
+    if (get_images(src_obj, out_obj, "warp", 1, &src, &out) < 0)
         return NULL;
-    if (get_image(out_obj, "warp: out", 1, 1, &out) < 0) {
-        PyBuffer_Release(&src.view);
-        return NULL;
-    }
-    if (!output_fits(&src, &out, "warp"))
-        return refuse(&src, &out);
     pixels = (Pixels){src.data, src.stride, src.width, src.height, src.channels};
     Py_BEGIN_ALLOW_THREADS
     status = warp_u8(&pixels, m, border, (uint8_t)fill, out.data, out.stride, out.width, out.height);
@@ -161,14 +161,8 @@ static PyObject *nearest(PyObject *module, PyObject *args) {
         return NULL;
     if (get_matrix(m_obj, m) < 0)
         return NULL;
-    if (get_image(src_obj, "nearest: src", 0, 0, &src) < 0)
+    if (get_images(src_obj, out_obj, "nearest", 0, &src, &out) < 0)
         return NULL;
-    if (get_image(out_obj, "nearest: out", 1, src.view.itemsize, &out) < 0) {
-        PyBuffer_Release(&src.view);
-        return NULL;
-    }
-    if (!output_fits(&src, &out, "nearest"))
-        return refuse(&src, &out);
     Py_BEGIN_ALLOW_THREADS
     status = nearest_pixels(src.data, src.stride, src.width, src.height, src.pixel, m, out.data, out.stride, out.width,
                             out.height);
