@@ -26,8 +26,15 @@ INTERNAL = {
 _PICKLE = {"pickle", "_pickle", "cPickle", "cloudpickle", "dill", "marshal"}
 
 
-def unpickles(call: ast.Call) -> str | None:
-    """What the call is, when it can unpickle; None otherwise."""
+def safe_loaders(tree: ast.Module) -> set[str]:
+    """The classes of a module that derive from yaml's SafeLoader (what yaml.load may take without running code)."""
+    return {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef) and any(
+        (isinstance(base, ast.Attribute) and base.attr in ("SafeLoader", "CSafeLoader")) or
+        (isinstance(base, ast.Name) and base.id in ("SafeLoader", "CSafeLoader")) for base in node.bases)}
+
+
+def unpickles(call: ast.Call, safe: set[str] = frozenset()) -> str | None:
+    """What the call is, when it can unpickle (``safe``: the module's SafeLoader classes); None otherwise."""
     f = call.func
     name = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
     owner = f.value.id if isinstance(f, ast.Attribute) and isinstance(f.value, ast.Name) else ""
@@ -40,6 +47,10 @@ def unpickles(call: ast.Call) -> str | None:
         allow = keywords.get("allow_pickle")
         return None if allow is None or (isinstance(allow, ast.Constant) and allow.value is False) else "np.load"
     if owner == "yaml" and name in ("load", "load_all", "unsafe_load", "full_load", "unsafe_load_all"):
+        loader = keywords.get("Loader", call.args[1] if len(call.args) > 1 else None)
+        loader_name = loader.attr if isinstance(loader, ast.Attribute) else getattr(loader, "id", None)
+        if name in ("load", "load_all") and loader_name in safe | {"SafeLoader", "CSafeLoader"}:
+            return None
         return f"yaml.{name}"
     if owner == "torch" and name == "load":
         weights = keywords.get("weights_only")
@@ -73,12 +84,12 @@ def calls() -> list[tuple[str, str, ast.Call, ast.AST, str]]:
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
-        module = str(path.relative_to(PACKAGE))
+        module, safe = str(path.relative_to(PACKAGE)), safe_loaders(tree)
         for function in ast.walk(tree):
             if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 continue
             for node in ast.walk(function):
-                if isinstance(node, ast.Call) and (what := unpickles(node)):
+                if isinstance(node, ast.Call) and (what := unpickles(node, safe)):
                     found.append((module, function.name, node, function, what))
     return found
 
@@ -107,8 +118,16 @@ def test_the_walk_finds_the_calls_it_is_meant_to_find():
     ("def f(b, unpickle=False):\n    if unpickle:\n        return pickle.loads(b)\n", True),
     ("def f(b, unpickle=False):\n    x = unpickle\n    return pickle.loads(b)\n", False),
     ("def f(p):\n    return np.load(p, allow_pickle=True)\n", False),
+    ("def f(t):\n    return yaml.load(t, yaml.Loader)\n", False),
 ])
 def test_an_unguarded_call_is_caught(source, found):
     function = ast.parse(source).body[0]
     call = next(n for n in ast.walk(function) if isinstance(n, ast.Call) and unpickles(n))
     assert guarded(function, call) is found
+
+
+def test_yaml_with_a_safe_loader_is_no_unpickling():
+    tree = ast.parse("class L(yaml.SafeLoader):\n    pass\ndef f(t):\n    return yaml.load(t, L), yaml.load(t, "
+                     "Loader=yaml.SafeLoader), yaml.load(t, yaml.FullLoader)\n")
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "attr", "") == "load"]
+    assert [unpickles(c, safe_loaders(tree)) for c in calls] == [None, None, "yaml.load"]

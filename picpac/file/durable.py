@@ -9,6 +9,7 @@ file system and a crash leaves either the old file or the new one at the destina
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import re
 import secrets
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from ..errors import PicPacError
 
@@ -46,6 +48,15 @@ def fsync_directory(directory: str) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def write_json(path: str, value: Any) -> None:
+    """``value`` as JSON in a new file ``path``, durable (written, synced, and its name too) before this returns."""
+    with open(path, "x") as f:
+        json.dump(value, f)
+        f.flush()
+        os.fsync(f.fileno())
+    fsync_directory(os.path.dirname(os.path.abspath(path)))
 
 
 def fsync_path(path: str) -> None:
@@ -216,6 +227,21 @@ def remove_stale_temps(path: str, *, grace: float = STALE_GRACE) -> list[str]:
             continue
         removed.append(entry.path)
     return removed
+
+
+def dead_temp_folders(path: str) -> list[str]:
+    """The temporary directories of ``path`` whose writer is dead on this host and which no process locks: what a
+    killed writer of several files left (``picpac split``), to be finished or removed by the next one. Unlike
+    :func:`remove_stale_temps` no grace period applies: the lock tells a live writer on another host."""
+    dead = []
+    for entry, pid in _temps(path):
+        try:
+            mode = entry.stat(follow_symlinks=False).st_mode
+            if stat.S_ISDIR(mode) and not _process_exists(pid) and not _locked(entry.path, mode):
+                dead.append(entry.path)
+        except OSError:
+            continue
+    return dead
 
 
 def remove_temps_of(path: str, pid: int) -> None:

@@ -9,6 +9,15 @@ append, and so on. The last commit region found (or the one an intact slot descr
 further on) is the newest commit; its records whose bytes still match their checksums are written to
 a new database.
 
+Repair writes only what a checksum vouches for. A commit region an intact slot describes is checked by the
+slot's CRC. Any other region found by the walk is checked by nothing of its own: a flipped bit in it could turn
+a label 3 into 6 or rename a field. So its records' labels, groups and checksums are taken from their recovery
+frames (each checked by its own CRC), and its field names from the last metadata frame before it; a record with
+no frame (and not in an intact slot's commit) is dropped, as is a region whose field names nothing vouches for.
+And the slots say what was published: while both are intact, a region after the newest slot's commit was written
+by a commit that never reached its slot (a crash between the two), so its records are uncommitted, as a Reader and
+an append see them; only where a slot is damaged may the walk's furthest region be the newest commit.
+
 A truncated file (an interrupted copy) has lost its newest commit's region, which lies at its end;
 its intact slot still says where that region began. The records before that point were all
 committed by it: those of the last commit region found, and after it those whose recovery frames
@@ -29,8 +38,8 @@ from .._version import __version__
 from ..errors import CorruptError, FormatError, PathExistsError
 from . import durable
 from .frames import MAX_METADATA, RECORD_FRAME, RecordFrame, read_metadata_frame, read_record_frame
-from .layout import (FIELD_ENTRY_SIZE, HEADER_SIZE, INDEX_DTYPE, NO_GROUP, RECORD_HEAD, Commit, crc32, field_table,
-                     index_offset_after, load_json, read_commit, read_header)
+from .layout import (FIELD_ENTRY_SIZE, HEADER_SIZE, INDEX_DTYPE, NO_GROUP, RECORD_HEAD, SLOT, SLOT_OFFSETS, Commit,
+                     crc32, field_table, index_offset_after, load_json, read_commit, read_header, unpack_slot)
 from .writer import Writer
 
 
@@ -55,14 +64,24 @@ class RepairReport:
     cut_off: int = 0
     """Records of the newest commit that a truncated file holds no longer (or only without the recovery
     frame that would verify them): lost."""
+    unvouched: int = 0
+    """Records of a commit region no slot's CRC checks that have no recovery frame to vouch for their label,
+    group and checksum: dropped."""
+    corrected: int = 0
+    """Records whose label, group or checksum in an unchecked commit region differ from their recovery frame's: the
+    frame's were kept."""
 
     def summary(self) -> str:
         """One line: what was recovered and what was dropped."""
         dropped = [f"{n} {what}" for n, what in ((len(self.damaged), "damaged record(s)"),
                                                    (self.cut_off, "record(s) cut off by the truncation"),
+                                                   (self.unvouched, "record(s) no checksum vouches for"),
                                                    (self.uncommitted, "uncommitted record(s)"),
                                                    (self.tail_bytes, "trailing byte(s)")) if n]
         lost = f"; dropped {', '.join(dropped)}" if dropped else ""
+        if self.corrected:
+            lost += (f"; {self.corrected} record(s) kept the label, group and checksum of their recovery frames, "
+                     "where the unchecked commit region said otherwise")
         if self.output is None:
             return f"{self.path}: OK, nothing to repair ({self.records} records){lost}"
         return (f"{self.path}: recovered {self.records} records (a Reader saw {self.readable}){lost}; "
@@ -74,6 +93,8 @@ class _Commit:
     metadata: dict
     index: np.ndarray
     end: int
+    offset: int = 0
+    """Where its region begins (0: a commit put together from frames, which has none)."""
 
 
 @dataclass
@@ -115,21 +136,28 @@ def repair(path: str | os.PathLike, output: str | os.PathLike | None = None, *, 
 
 
 def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, overwrite: bool, sync: bool) -> RepairReport:
-    readable, slot_commit, damaged_slots, cut = _header_commit(path, buf, size)
+    readable, slot_commit, damaged_slots, cut, slots = _header_commit(path, buf, size)
     walk = _walk(buf, size)
+    report = RepairReport(path, None, 0, readable)
+    checked = _checked(walk, slot_commit, slots, buf)
     if cut is not None:
-        newest = _cut_commit(path, walk, cut, size)
-    else:  # the newest commit lies furthest on; on a tie, the one an intact slot describes
-        newest = max(([slot_commit] if slot_commit else []) + walk.commits, key=lambda c: c.end, default=None)
+        newest = _vouched(_cut_commit(path, walk, cut, size), walk, checked, report)
+    elif slot_commit is not None and not damaged_slots:  # what the slots published; later regions never reached one
+        newest = slot_commit
+    else:  # a slot is damaged: the newest commit lies furthest on; on a tie, the one an intact slot describes
+        found = max(([slot_commit] if slot_commit else []) + walk.commits, key=lambda c: c.end, default=None)
+        newest = _vouched(found, walk, checked, report) if found is not None else None
+        if newest is None and found is not None:
+            newest = slot_commit
     if newest is None:
-        raise CorruptError(f"{path}: no commit could be found in the file: there is nothing to recover")
-    uncommitted = sum(1 for offset, _ in walk.records if offset >= newest.end)
-    report = RepairReport(path, None, 0, readable, uncommitted=uncommitted,
-                          tail_bytes=size - (walk.end if cut is not None else max(walk.end, newest.end)),
-                          cut_off=max(0, cut.count - len(newest.index)) if cut is not None else 0)
+        raise CorruptError(f"{path}: no commit that a checksum vouches for could be found in the file: there is "
+                           "nothing to recover")
+    report.uncommitted = sum(1 for offset, _ in walk.records if offset >= newest.end)
+    report.tail_bytes = size - (walk.end if cut is not None else max(walk.end, newest.end))
+    report.cut_off = max(0, cut.count - len(newest.index) - report.unvouched) if cut is not None else 0
     records = list(_intact_records(buf, newest, report))
     report.records = len(records)
-    if not (damaged_slots or report.damaged or uncommitted or report.tail_bytes or newest is not slot_commit):
+    if not (damaged_slots or report.damaged or report.uncommitted or report.tail_bytes or newest is not slot_commit):
         return report
     report.output = output or path
     replacing = output is None or durable.target(output) == durable.target(path)  # DB itself is replaced
@@ -144,22 +172,66 @@ def _repair(path: str, buf: mmap.mmap, size: int, output: str | None, overwrite:
 
 
 def _header_commit(path: str, buf: mmap.mmap, size: int
-                   ) -> tuple[int, _Commit | None, tuple[int, ...], Commit | None]:
+                   ) -> tuple[int, _Commit | None, tuple[int, ...], Commit | None, list[Commit]]:
     """(records a Reader sees, the commit of the newest intact slot, the damaged slots, the newest slot's
-    commit when its region ends past the end of the file: a truncated file); the commit is None
-    when no slot leads to an intact commit."""
+    commit when its region ends past the end of the file: a truncated file, and the intact slots' commits); the
+    commit is None when no slot leads to an intact commit."""
     try:
         state = read_header(buf, size, path)  # not a picpac file, or a newer version: raised
     except CorruptError:
-        return 0, None, (0, 1), None
+        return 0, None, (0, 1), None, []
+    slots = [c for o in SLOT_OFFSETS if (c := unpack_slot(bytes(buf[o:o + SLOT.size]))) is not None and c.seq]
     current = state.current
     if size < current.end and HEADER_SIZE <= current.offset <= current.index_offset:
-        return 0, None, state.damaged_slots, current
+        return 0, None, state.damaged_slots, current, slots
     try:
         metadata, index = read_commit(buf, size, current, path)
     except FormatError:
-        return 0, None, state.damaged_slots, None
-    return len(index), _Commit(metadata, index.copy(), current.end), state.damaged_slots, None
+        return 0, None, state.damaged_slots, None, slots
+    return len(index), _Commit(metadata, index.copy(), current.end, current.offset), state.damaged_slots, None, slots
+
+
+def _checked(walk: _Walk, slot_commit: _Commit | None, slots: list[Commit], buf: mmap.mmap) -> list[_Commit]:
+    """The commits a slot's CRC checks: the newest intact slot's, and each region the walk found whose bytes match an
+    intact slot's CRC (an older slot describes an older commit)."""
+    checked = [slot_commit] if slot_commit is not None else []
+    return checked + [c for c in walk.commits if any(s.offset == c.offset and s.end == c.end and
+                                                     crc32(buf[s.offset:s.end]) == s.crc for s in slots)]
+
+
+def _vouched(commit: _Commit, walk: _Walk, checked: list[_Commit], report: RepairReport) -> _Commit | None:
+    """``commit`` with only what a checksum vouches for: as it is when a slot's CRC checks it (``checked``); else its
+    field names from the last metadata frame before it ends (or from the last checked commit before it ends), and
+    each record's label, group and checksum from its recovery frame (or from a checked commit that lists the same
+    record); records with neither are dropped (``report.unvouched``). None when nothing vouches for its field
+    names."""
+    if any(commit is c or (commit.offset and (c.offset, c.end) == (commit.offset, commit.end)) for c in checked):
+        return commit
+    named = [metadata for position, metadata in walk.metadata if position < commit.end]
+    earlier = [c for c in checked if c.end <= commit.end]
+    if named:
+        metadata = named[-1]
+    elif earlier:
+        metadata = max(earlier, key=lambda c: c.end).metadata
+    else:
+        return None
+    known = {int(row["offset"]): row for c in checked for row in c.index}
+    rows = []
+    for row in commit.index.copy():
+        offset = int(row["offset"])
+        frame = walk.frames.get(offset)
+        if frame is not None and frame.size == int(row["size"]):
+            if (float(row["label"]), int(row["group"]), int(row["checksum"])) != \
+                    (frame.label, frame.group, frame.checksum) and not np.isnan(frame.label):
+                report.corrected += 1
+            row["label"], row["group"], row["checksum"] = frame.label, frame.group, frame.checksum
+        elif offset in known and int(known[offset]["size"]) == int(row["size"]):
+            row = known[offset]
+        else:
+            report.unvouched += 1
+            continue
+        rows.append(row)
+    return _Commit(metadata, np.array(rows, INDEX_DTYPE), commit.end, commit.offset)
 
 
 def _cut_commit(path: str, walk: _Walk, cut: Commit, size: int) -> _Commit:
@@ -250,7 +322,7 @@ def _commit_at(buf: mmap.mmap, position: int, size: int, records: list[tuple[int
     walked = np.array(records, np.uint64).reshape(-1, 2)
     if not (np.array_equal(index["offset"], walked[:, 0]) and np.array_equal(index["size"], walked[:, 1])):
         return None
-    return _Commit(metadata, index, end)
+    return _Commit(metadata, index, end, position)
 
 
 def _json_length(buf: mmap.mmap, position: int, size: int) -> int | None:

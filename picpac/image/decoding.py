@@ -55,7 +55,7 @@ REGION_DECODE = _jpeg is not None
 regions of JPEGs at reduced scales and runs :func:`fused_sample` (picpac's kernels, as the Python path runs them)."""
 
 FAST_PATH_COST = "1.3x to 1.7x"
-"""How much faster the fast path streams JPEGs (docs/performance.md, "The fast path, off")."""
+"""How much faster the fast path streams JPEGs (`picpac docs performance`, "The fast path, off")."""
 
 FAST_PATH_OFF = None if _OFF is None else (
     f"the fast path is off: {_OFF}, so JPEGs are decoded by OpenCV, without region decoding or the fused sample path "

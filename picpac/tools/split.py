@@ -8,6 +8,7 @@ fold ``--fold`` of K (test) and the other folds (train). Groups never straddle p
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -49,6 +50,8 @@ class SplitReport:
     seconds: float = 0.0
     removed: list[str] = field(default_factory=list)
     """Parts of the set replaced (``overwrite``) that the new set has not: removed."""
+    finished: list[str] = field(default_factory=list)
+    """Parts an earlier split, killed while it replaced its parts, had written: moved into place first."""
 
     def summary(self) -> str:
         keys = ", ".join(f"{k}={v}" for k, v in self.keys.items())
@@ -61,6 +64,9 @@ class SplitReport:
         removed = ", ".join(os.path.basename(p) for p in self.removed)
         if removed:
             removed = f"; removed {removed} ({'a part' if len(self.removed) == 1 else 'parts'} of the set replaced)"
+        if self.finished:
+            removed += (f"; first finished what a split killed while replacing its parts had left: "
+                        f"{', '.join(os.path.basename(p) for p in self.finished)}")
         return (f"split {self.source} ({self.records} records) into {len(self.parts)} parts in "
                 f"{os.path.dirname(self.parts[0][0]) or '.'} (records: {parts}); {how}{removed}; "
                 f"in {self.seconds:.1f} s")
@@ -200,11 +206,39 @@ def writers(paths: Sequence[str], metadata: Sequence[dict[str, Any]], overwrite:
             for path, out in zip(paths, outs):
                 with output_errors(path):
                     out.close()
+        # what the replacement is, beside the new parts: a split killed in it is finished by the next one
+        durable.write_json(os.path.join(folder, REPLACING), {"targets": targets, "remove": list(remove)})
         replace_set([out.path for out in outs], paths, overwrite, remove)
     finally:
         if lock is not None:
             os.close(lock)
         shutil.rmtree(folder, ignore_errors=True)
+
+
+REPLACING = "replacing.json"
+"""The file in a split's temporary folder that says its new parts are complete and replacing the old has begun."""
+
+
+def finish_interrupted(first: str) -> list[str]:
+    """Finish the replacement a split killed midway left beside ``first`` (its first part): the new parts it had
+    written, all committed, move into place (the old parts it was removing go); a split killed before it began to
+    replace left nothing replaced, and its folder is removed. The parts finished, which the split's caller reports."""
+    finished = []
+    for folder in durable.dead_temp_folders(first):
+        plan = os.path.join(folder, REPLACING)
+        if os.path.exists(plan):
+            with open(plan) as f:
+                replacing = json.load(f)
+            staged = [os.path.join(folder, f"{i}.{os.path.basename(t)}") for i, t in enumerate(replacing["targets"])]
+            pending = [(s, t) for s, t in zip(staged, replacing["targets"]) if os.path.exists(s)]
+            for target in replacing["remove"]:
+                if os.path.lexists(target) and target not in replacing["targets"]:
+                    os.unlink(target)
+            for temp, target in pending:
+                durable.publish(temp, target, overwrite=True)
+                finished.append(target)
+        shutil.rmtree(folder, ignore_errors=True)
+    return finished
 
 
 def replace_set(staged: Sequence[str], paths: Sequence[str], overwrite: bool, remove: Sequence[str] = ()) -> None:
@@ -300,6 +334,7 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
                 raise PicPacValueError(
                     f"{db}: {path} would be empty: {len(reader)} records in {_units(reader.groups)} units "
                     f"(groups and ungrouped records) cannot fill {k} folds; use fewer folds (nothing was written)")
+        finished = finish_interrupted(durable.target(paths[0]))
         check_outputs(paths, db, overwrite)
         remove = replaced_parts(db, paths, folds=folds is not None, output_dir=output_dir, prefix=prefix) \
             if overwrite else []
@@ -333,4 +368,4 @@ def split_db(db: str | os.PathLike, *, folds: int | None = None, test: float | s
             if bar is not None:
                 bar.close()
     return SplitReport(db, len(part_of), [(p, len(r)) for p, r in zip(paths, parts)], keys,
-                       None if folds is not None else fold, time.perf_counter() - start, remove)
+                       None if folds is not None else fold, time.perf_counter() - start, remove, finished)
