@@ -115,7 +115,9 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     """Decode encoded image bytes (any bytes-like object, not copied); None if they are no image.
 
     By default the image comes out as viewers show it: a JPEG's EXIF orientation is applied
-    (as OpenCV's IMREAD_COLOR does), other formats keep their channels, alpha and bit depth.
+    (picpac's reading of it, ``headers.jpeg_frame``, by picpac: OpenCV is told to ignore it, so every
+    path, fused or not, turns a JPEG the same way), other formats keep their channels, alpha and bit depth.
+    With flags ``IMREAD_UNCHANGED`` or ``IMREAD_IGNORE_ORIENTATION`` a JPEG stays as stored.
     An image of more than ``max_pixels`` pixels (None or 0: no limit) raises ImageTooLargeError.
     A JPEG cut short (no end-of-image marker after its last scan) is no image, whatever the OpenCV
     (4.x decodes one with its missing rows grey, 5.x refuses it).
@@ -131,13 +133,30 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
         return None
     if flags is None:
         flags = _JPEG_AS_SHOWN if jpeg else cv2.IMREAD_UNCHANGED
+    orientation = 1
+    if jpeg and flags != cv2.IMREAD_UNCHANGED:
+        frame = jpeg_frame(buf) if not flags & cv2.IMREAD_IGNORE_ORIENTATION else None
+        orientation = frame[2] if frame is not None else 1
+        flags |= cv2.IMREAD_IGNORE_ORIENTATION
     try:
         img = cv2.imdecode(buf, flags)
     except cv2.error:
         return None
-    if size is None and img is not None:  # a header picpac cannot read: OpenCV's own limit bounded it
+    if img is None:
+        return None
+    if size is None:  # a header picpac cannot read: OpenCV's own limit bounded it
         check_pixels(img.shape[1], img.shape[0], max_pixels)
-    return img
+    return oriented(img, orientation)
+
+
+def oriented(img: np.ndarray, orientation: int) -> np.ndarray:
+    """``img`` as EXIF ``orientation`` (1 to 8) says to show it: mirrored, turned, or transposed (exact)."""
+    if orientation in (5, 6, 7, 8):
+        img = img.swapaxes(0, 1)
+    flip = {2: (1, -1), 3: (-1, -1), 4: (-1, 1), 6: (1, -1), 7: (-1, -1), 8: (-1, 1)}.get(orientation)
+    if flip is None:
+        return img if orientation == 1 else np.ascontiguousarray(img)
+    return np.ascontiguousarray(img[::flip[0], ::flip[1]])
 
 
 def jpeg_ends(data: Any) -> bool:

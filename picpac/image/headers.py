@@ -51,7 +51,7 @@ def png_chunks_fit(data: Any) -> bool:
 
 def jpeg_header(data: Any) -> tuple[int, int, int] | None:
     """(width, height, EXIF orientation) of a JPEG, read from its header alone; the size is as
-    shown, with the orientation (1: upright) applied, as OpenCV's decode applies it.
+    shown, with the orientation (1: upright) applied, as picpac's decode applies it.
 
     None when ``data`` is no JPEG or the header is not understood: the caller then decodes it.
     """
@@ -62,11 +62,15 @@ def jpeg_header(data: Any) -> tuple[int, int, int] | None:
 def jpeg_frame(data: Any) -> tuple[int, int, int, bool] | None:
     """:func:`jpeg_header`'s (width, height, orientation), and whether the JPEG is a baseline one: 8-bit,
     sequential Huffman coding, one (grey) or three (YCbCr) components, the kind every JPEG decoder takes (GPUs'
-    included)."""
+    included).
+
+    The orientation is picpac's one reading of it, which every decode follows (picpac applies it itself, never
+    OpenCV): that of the first APP1 Exif segment before the first scan, whether it comes before the frame header or
+    after it; a later Exif segment is ignored."""
     b = memoryview(data).cast("B")
     if len(b) < 4 or b[0] != 0xFF or b[1] != 0xD8:
         return None
-    i, orientation = 2, 1
+    i, orientation, frame = 2, None, None
     try:
         while i + 4 <= len(b):
             marker = b[i + 1]
@@ -78,23 +82,26 @@ def jpeg_frame(data: Any) -> tuple[int, int, int, bool] | None:
             if marker == 0x01 or 0xD0 <= marker <= 0xD7:  # TEM, RSTn: markers without a length
                 i += 2
                 continue
+            if marker == 0xDA:  # the first scan: the header ends
+                break
             length = (b[i + 2] << 8) | b[i + 3]
-            if marker == 0xE1 and bytes(b[i + 4:i + 10]) == b"Exif\0\0":
+            if marker == 0xE1 and orientation is None and bytes(b[i + 4:i + 10]) == b"Exif\0\0":
                 orientation = _exif_orientation(bytes(b[i + 10:i + 2 + length]))
-            elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):  # start of frame
+            elif 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC) and frame is None:  # start of frame
                 height, width = (b[i + 5] << 8) | b[i + 6], (b[i + 7] << 8) | b[i + 8]
                 if not width or not height:
                     return None
-                baseline = marker in (0xC0, 0xC1) and b[i + 4] == 8 and b[i + 9] in (1, 3)
-                if orientation in (5, 6, 7, 8):
-                    return height, width, orientation, baseline
-                return width, height, orientation, baseline
-            elif marker == 0xDA:  # scan data before any frame header
-                return None
+                frame = width, height, marker in (0xC0, 0xC1) and b[i + 4] == 8 and b[i + 9] in (1, 3)
             i += 2 + length
     except IndexError:
+        pass
+    if frame is None:
         return None
-    return None
+    width, height, baseline = frame
+    orientation = orientation or 1
+    if orientation in (5, 6, 7, 8):
+        return height, width, orientation, baseline
+    return width, height, orientation, baseline
 
 
 def _exif_orientation(tiff: bytes) -> int:

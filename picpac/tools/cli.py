@@ -442,15 +442,20 @@ def split_command(db: str, **options) -> None:
 @click.option("--map", "mapping", multiple=True, required=True, metavar="OLD=NEW",
               help="Map class OLD to NEW, each an id or a class name (a new name joins the class table); repeat.")
 @click.option("--annotation-field", default="annotation", show_default=True,
-              help="The field holding the JSON annotations whose shape classes are mapped too.")
+              help="The field holding the JSON annotations whose shape classes are mapped.")
+@click.option("--apply-to", type=click.Choice(["labels", "shapes", "both"]), default=None,
+              help="What --map changes: the record labels, the annotation shapes' classes, or both [default: what "
+                   "the class table names; both without one].")
 @click.option("--overwrite", is_flag=True, help="Replace OUT if it exists [default: refuse, leaving OUT as it is].")
-def relabel_command(db: str, out: str, mapping: tuple[str, ...], annotation_field: str, overwrite: bool) -> None:
-    """Copy DB into OUT with the record labels and the annotation shapes' classes mapped (--map OLD=NEW)."""
+def relabel_command(db: str, out: str, mapping: tuple[str, ...], annotation_field: str, apply_to: str | None,
+                    overwrite: bool) -> None:
+    """Copy DB into OUT with classes mapped (--map OLD=NEW): the record labels or the annotation shapes' classes,
+    whichever the class table names."""
     from .relabel import relabel_db
 
     with _no_temps_left(out):
-        report = relabel_db(db, out, mapping, annotation_field=annotation_field, overwrite=overwrite,
-                            progress=_bar("relabel"))
+        report = relabel_db(db, out, mapping, annotation_field=annotation_field, apply_to=apply_to,
+                            overwrite=overwrite, progress=_bar("relabel"))
     click.echo(report.summary())
 
 

@@ -55,6 +55,8 @@ class MergeReport:
     """Annotation shapes whose label was changed."""
     masks: int = 0
     """Masks whose values were changed (re-encoded as PNG)."""
+    used: int | None = None
+    """The classes of the table the merged records' labels are (None when the classes name annotations)."""
 
     @property
     def records(self) -> int:
@@ -69,7 +71,9 @@ class MergeReport:
             what = "annotation classes" if self.annotations else "labels"
             moved = f" ({self.shapes} shapes, {self.masks} masks)" if self.annotations else ""
             remapped = f", {what} of {len(self.remapped)} source(s) remapped{moved}" if self.remapped else ""
-            classes = f"; {len(self.classes)} classes{remapped}"
+            counted = f"{len(self.classes)} classes" if self.used in (None, len(self.classes)) else \
+                f"{self.used} classes in the records (the class table names {len(self.classes)})"
+            classes = f"; {counted}{remapped}"
         else:
             classes = "; labels kept, no class names"
         return f"merged {self.records} records into {self.output} ({parts}){classes}"
@@ -284,6 +288,10 @@ def merge(sources: Sequence[str | os.PathLike], output: str | os.PathLike, *, re
         finally:
             if bar is not None and hasattr(bar, "close"):
                 bar.close()
+        if classes and not relabel_by_source and not report.annotations:
+            with Reader(output) as merged:
+                values = np.unique(merged.labels)
+            report.used = int(((values >= 0) & (values < len(classes)) & (values == np.floor(values))).sum())
     finally:
         for reader in readers:
             reader.close()

@@ -2,9 +2,11 @@
 `picpac filter --class` shares with it.
 
 A class is given by its id (a number) or by its name in the database's class table (metadata ``classes``, as
-``picpac import`` writes it). A record's label and the label of each shape of its JSON annotation (``{"shapes":
-[{"type": ..., "label": L, ...}]}``; a list label's first value is its class) are mapped; every other byte of a
-record is copied as it is. A new class name is added to the end of the class table.
+``picpac import`` writes it). The class table names one thing: the records' labels, or the classes of the shapes of
+their JSON annotations (``{"shapes": [{"type": ..., "label": L, ...}]}``; a list label's first value is its class)
+for a COCO or YOLO import (``info.what_classes_name``). A mapping applies to what the table names, unless told
+otherwise (``apply_to``); a database without a class table maps both by id. Every other byte of a record is copied as
+it is. A new class name is added to the end of the class table.
 """
 from __future__ import annotations
 
@@ -16,9 +18,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import PicPacValueError, SourceError
+import numpy as np
+
+from ..errors import PicPacValueError, SourceError, closest
 from ..file.reader import Reader, Record
 from ..stores.base import output_errors
+from .info import what_classes_name
 from .split import Progress, append_copy, bar_of, check_outputs, copied_metadata, writers
 
 NUMBER = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
@@ -29,12 +34,22 @@ def class_id(value: str | float, classes: Sequence[str], source: str, option: st
     """The class ``value`` names: a number as it is, or a name's place in ``classes``."""
     text = str(value).strip()
     if re.fullmatch(NUMBER, text):
-        return float(text)
+        number = float(text)
+        if not abs(number) <= LARGEST:
+            raise PicPacValueError(f"{source}: {option} {text!r} is no class id a stream can take: ids are finite and "
+                                   f"at most {LARGEST:.4g} in magnitude (float32, the annotations' type)")
+        return number
     if text and text in classes:
         return float(classes.index(text))
+    close = closest(text, [c for c in classes if c])
+    hint = f"; did you mean {close!r}?" if close else ""
     named = f"its classes are {', '.join(c for c in classes if c)}" if any(classes) else "it has no class names"
     raise PicPacValueError(f"{source}: {option} {text!r} is not a class id (a number) or a class name of the "
-                           f"database ({named})")
+                           f"database{hint} ({named})")
+
+
+LARGEST = float(np.finfo(np.float32).max)
+"""The largest magnitude of a class id: what float32 holds (a shape's label becomes a float32 box row)."""
 
 
 def annotation(record: Record, field: str, source: str) -> dict | None:
@@ -99,10 +114,19 @@ class RelabelReport:
     """Annotation shapes whose class changed."""
     mapping: str
     seconds: float = 0.0
+    applied: str = "both"
+    """What the mapping applied to: "labels", "shapes" or "both"."""
+    why: str = ""
+    """Why (what the class table names, or the option)."""
 
     def summary(self) -> str:
-        return (f"relabeled {self.source} ({self.mapping}) into {self.output}: {self.labels} of {self.records} "
-                f"record labels and {self.shapes} annotation shapes changed, in {self.seconds:.1f} s")
+        return (f"relabeled {self.source} ({self.mapping}, applied to {APPLIED[self.applied]}{self.why}) into "
+                f"{self.output}: record labels {self.labels} of {self.records} changed, annotation shapes {self.shapes} "
+                f"changed, in {self.seconds:.1f} s")
+
+
+APPLIED = {"labels": "the record labels", "shapes": "the annotation shapes' classes",
+           "both": "the record labels and the annotation shapes' classes"}
 
 
 def parse_mapping(pairs: Sequence[str], classes: list[str], source: str) -> tuple[dict[float, float], list[str]]:
@@ -113,6 +137,11 @@ def parse_mapping(pairs: Sequence[str], classes: list[str], source: str) -> tupl
         if not sep or not old.strip() or not new.strip():
             raise PicPacValueError(f"{source}: --map {pair!r} is not OLD=NEW (a class id or name each, e.g. "
                                    "--map cat=animal or --map 3=1)")
+        try:
+            pair.encode("utf-8")
+        except UnicodeEncodeError:
+            raise PicPacValueError(f"{source}: --map {pair.encode('utf-8', 'backslashreplace').decode()!r}: class names "
+                                   "are text (valid UTF-8)") from None
         before = class_id(old, classes, source, "--map")
         if not re.fullmatch(NUMBER, new.strip()) and new.strip() not in classes:
             classes.append(new.strip())  # a new class name: the next id
@@ -126,18 +155,33 @@ def parse_mapping(pairs: Sequence[str], classes: list[str], source: str) -> tupl
 
 
 def relabel_db(db: str | os.PathLike, out: str | os.PathLike, mapping: Sequence[str], *,
-               annotation_field: str = "annotation", overwrite: bool = False,
+               annotation_field: str = "annotation", apply_to: str | None = None, overwrite: bool = False,
                progress: Progress | None = None) -> RelabelReport:
-    """Copy DB into OUT with each ``OLD=NEW`` of ``mapping`` applied to the records' labels and to the classes of
-    their annotation shapes (in ``annotation_field``, JSON). OUT is written to a temp file and renamed when
+    """Copy DB into OUT with each ``OLD=NEW`` of ``mapping`` applied to what the class table names (the records'
+    labels, or the classes of their annotation shapes in ``annotation_field``, JSON), or to ``apply_to`` ("labels",
+    "shapes" or "both"); a database without a class table maps both. OUT is written to a temp file and renamed when
     complete; nothing is written when a pair names no class of DB."""
     start = time.perf_counter()
     db, out = os.fspath(db), os.fspath(out)
+    if apply_to not in (None, "labels", "shapes", "both"):
+        raise PicPacValueError(f"apply_to must be 'labels', 'shapes' or 'both', got {apply_to!r}")
     with Reader(db) as reader:
         table = [str(c) for c in reader.metadata.get("classes") or []]
+        names = what_classes_name(reader.metadata.get("source"))
+        if apply_to is not None:
+            applied, why = apply_to, ""
+        elif not table:
+            applied, why = "both", ": the database names no classes"
+        elif names == "masks":
+            raise PicPacValueError(f"{db}: its class table names the values of its masks, which relabel does not "
+                                   "change; pass --apply-to labels or shapes to map the record labels or the shapes")
+        else:
+            applied, why = names, ": the class table names them"
         ids, classes = parse_mapping(mapping, table, db)
         check_outputs([out], db, overwrite)
         change = lambda c: ids.get(c, c)  # noqa: E731
+        label_change = change if applied in ("labels", "both") else (lambda c: c)
+        shapes_mapped = applied in ("shapes", "both")
         described = ", ".join(f"{_number(a)}->{_number(b)}" for a, b in ids.items())
         metadata = copied_metadata(reader, "relabeled", {"from": db, "map": {str(_number(a)): _number(b)
                                                                               for a, b in ids.items()}})
@@ -149,14 +193,14 @@ def relabel_db(db: str | os.PathLike, out: str | os.PathLike, mapping: Sequence[
             with output_errors(out), writers([out], [metadata], overwrite) as (writer,):
                 for i in range(len(reader)):
                     record = reader[i]
-                    doc = annotation(record, annotation_field, db)
+                    doc = annotation(record, annotation_field, db) if shapes_mapped else None
                     fields: Mapping[str, Any] | None = None
                     if doc is not None:
                         doc, changed = with_shapes(doc, change=change)
                         if changed:
                             fields = {**record.fields, annotation_field: encoded(doc)}
                             shapes += changed
-                    label = change(record.label)
+                    label = label_change(record.label)
                     labels += label != record.label
                     append_copy(writer, record, db, fields=fields, label=label)
                     if bar is not None:
@@ -164,4 +208,5 @@ def relabel_db(db: str | os.PathLike, out: str | os.PathLike, mapping: Sequence[
         finally:
             if bar is not None:
                 bar.close()
-        return RelabelReport(db, out, len(reader), labels, shapes, described, time.perf_counter() - start)
+        return RelabelReport(db, out, len(reader), labels, shapes, described, time.perf_counter() - start, applied,
+                             why)

@@ -14,23 +14,11 @@ import pytest
 
 from picpac.image.headers import PNG_MAGIC, image_size, jpeg_header, png_chunks_fit
 
+from image_helpers import after_frame, exif, with_segment
+
 PIXELS = np.random.default_rng(1).integers(0, 256, (30, 50, 3), dtype=np.uint8)  # 50 wide, 30 high
 JPEG = cv2.imencode(".jpg", PIXELS)[1].tobytes()
 PNG = cv2.imencode(".png", PIXELS)[1].tobytes()
-
-
-def exif(orientation: int | None, order: str = "<") -> bytes:
-    """An APP1 EXIF segment whose first IFD holds Orientation (or, with None, only another tag)."""
-    tag = 0x0112 if orientation is not None else 0x010F
-    tiff = ((b"II" if order == "<" else b"MM") + struct.pack(order + "HI", 42, 8) + struct.pack(order + "H", 1)
-            + struct.pack(order + "HHIHH", tag, 3, 1, orientation or 0, 0) + struct.pack(order + "I", 0))
-    body = b"Exif\0\0" + tiff
-    return b"\xff\xe1" + struct.pack(">H", len(body) + 2) + body
-
-
-def with_segment(jpeg: bytes, segment: bytes) -> bytes:
-    """``segment`` put right after the JPEG's SOI."""
-    return jpeg[:2] + segment + jpeg[2:]
 
 
 def chunk(kind: bytes, body: bytes) -> bytes:
@@ -280,3 +268,11 @@ def test_image_size_takes_any_bytes_like(wrap):
 def test_unknown_formats_have_no_size():
     assert image_size(b"hello world, no image here") is None
     assert image_size(b"") is None
+
+
+def test_one_reading_of_the_orientation_the_first_exif_before_the_first_scan():
+    """picpac's rule (every decode follows it): the first Exif segment wins, before or after the frame header."""
+    assert jpeg_header(after_frame(JPEG, exif(6))) == (30, 50, 6)
+    assert jpeg_header(with_segment(with_segment(JPEG, exif(1)), exif(3))) == (50, 30, 3)  # 3 comes first
+    assert jpeg_header(after_frame(with_segment(JPEG, exif(8)), exif(1))) == (30, 50, 8)
+    assert jpeg_header(with_segment(JPEG, exif(None)) + b"") == (50, 30, 1)

@@ -239,3 +239,15 @@ def test_merge_real_imagenet_jpegs_imported_from_class_folders(tmp_path, shared_
         assert cv2.imdecode(np.frombuffer(got[0][1], np.uint8), cv2.IMREAD_COLOR).ndim == 3
     verified = run_console("picpac", "verify", "--decode", "all.picpac", cwd=tmp_path)
     assert verified.returncode == 0 and verified.stdout == "all.picpac: OK (7 records, images decoded)\n"
+
+
+def test_the_summary_counts_the_classes_the_records_are_not_the_table(tmp_path):
+    """Two halves of an import whose class table names 997 classes (ImageNet's, deduplicated) while its records use
+    250 of them (imagenet-250): the summary said "997 classes"."""
+    table = [f"class{k}" for k in range(997)]
+    a = write_db(tmp_path / "a.picpac", 6, classes=table, labels=[0, 10, 20, 0, 10, 20])
+    b = write_db(tmp_path / "b.picpac", 4, start=6, classes=table, labels=[30, 40, 30, 996])
+    report = merge([a, b], tmp_path / "out.picpac", sync=False)
+    assert report.used == 6 and report.summary().endswith("; 6 classes in the records (the class table names 997)")
+    whole = write_db(tmp_path / "c.picpac", 3, classes=["x", "y", "z"], labels=[0, 1, 2])
+    assert merge([whole], tmp_path / "one.picpac", sync=False).summary().endswith("; 3 classes")

@@ -94,9 +94,67 @@ def test_relabel_maps_record_labels_and_refuses_what_names_no_class(tmp_path):
 def test_console_relabel_and_filter_class(coco, tmp_path):
     db, _ = coco
     out = run_console("picpac", "relabel", db, str(tmp_path / "r.picpac"), "--map", "person=human", cwd=tmp_path)
-    assert out.returncode == 0 and "annotation shapes changed" in out.stdout
+    assert out.returncode == 0 and "applied to the annotation shapes' classes: the class table names them" in out.stdout
     kept = run_console("picpac", "filter", str(tmp_path / "r.picpac"), str(tmp_path / "h.picpac"), "--class",
                        "human", cwd=tmp_path)
     assert kept.returncode == 0 and "an annotation of class human" in kept.stdout
     bad = run_console("picpac", "filter", db, str(tmp_path / "z.picpac"), "--class", "unicorn", cwd=tmp_path)
     assert bad.returncode != 0 and "'unicorn' is not a class id" in bad.stderr
+
+
+def annotated_db(path, source: str | None) -> str:
+    """Four records labelled 0, 1, 0, 1 whose shapes are labelled 1 and 2 (another id space than the labels'), with
+    the class table ["zero", "one", "two"] and the import ``source`` that says what the table names."""
+    shape = {"type": "rect", "geometry": {"x": 0.1, "y": 0.1, "width": 0.5, "height": 0.5}}
+    metadata = {"classes": ["zero", "one", "two"], **({"source": source} if source else {})}
+    with picpac.Writer(path, metadata=metadata) as w:
+        for i in range(4):
+            doc = {"shapes": [{**shape, "label": 1}, {**shape, "label": 2}]}
+            w.append(image=png(np.full((4, 4, 3), i, np.uint8)), annotation=json.dumps(doc).encode(), label=i % 2)
+    return str(path)
+
+
+def labels_and_shapes(path) -> tuple[list[float], list[list[float]]]:
+    with picpac.Reader(path) as r:
+        return r.labels.tolist(), [[s["label"] for s in json.loads(bytes(r[i]["annotation"]))["shapes"]]
+                                   for i in range(len(r))]
+
+
+def test_a_name_maps_what_the_class_table_names_and_nothing_else(tmp_path):
+    """docs/cli.md's example relabelled the circles' shapes too: the table names record labels, the shapes use other
+    ids. A YOLO import's table names the shapes: --map person=human must leave every record's label 0."""
+    labelled = annotated_db(tmp_path / "labels.picpac", None)
+    report = relabel_db(labelled, tmp_path / "a.picpac", ["one=zero"])
+    assert labels_and_shapes(tmp_path / "a.picpac") == ([0, 0, 0, 0], [[1, 2]] * 4)
+    assert (report.labels, report.shapes, report.applied) == (2, 0, "labels")
+    assert "applied to the record labels: the class table names them" in report.summary()
+    yolo = annotated_db(tmp_path / "yolo.picpac", "yolo /data/labels")
+    report = relabel_db(yolo, tmp_path / "b.picpac", ["one=zero"])
+    assert labels_and_shapes(tmp_path / "b.picpac") == ([0, 1, 0, 1], [[0, 2]] * 4)
+    assert (report.labels, report.shapes, report.applied) == (0, 4, "shapes")
+    assert "record labels 0 of 4 changed, annotation shapes 4 changed" in report.summary()
+    relabel_db(yolo, tmp_path / "c.picpac", ["1=0"], apply_to="both")
+    assert labels_and_shapes(tmp_path / "c.picpac") == ([0, 0, 0, 0], [[0, 2]] * 4)
+    masks = annotated_db(tmp_path / "masks.picpac", "maskdir /data/masks")
+    with pytest.raises(PicPacValueError, match="names the values of its masks, which relabel does not change"):
+        relabel_db(masks, tmp_path / "d.picpac", ["one=zero"])
+
+
+@pytest.mark.parametrize("pair, says", [
+    ("one=1e400", r"'1e400' is no class id a stream can take: ids are finite and at most 3.403e\+38"),
+    ("one=1e39", r"'1e39' is no class id a stream can take"),
+    ("-inf=one", r"'-inf' is not a class id"),
+    ("one=\udcffname", r"class names are text \(valid UTF-8\)"),
+    ("onr=two", r"'onr' is not a class id \(a number\) or a class name of the database; did you mean 'one'\?"),
+])
+def test_a_new_id_must_be_finite_float32_and_a_name_valid_text(tmp_path, pair, says):
+    db = annotated_db(tmp_path / "db.picpac", None)
+    with pytest.raises(PicPacValueError, match=says):
+        relabel_db(db, tmp_path / "x.picpac", [pair])
+    assert not (tmp_path / "x.picpac").exists()
+
+
+def test_filter_by_a_mistyped_class_says_what_was_meant(tmp_path):
+    db = annotated_db(tmp_path / "db.picpac", "yolo /data/labels")
+    with pytest.raises(PicPacValueError, match=r"'tow' is not a class id .* did you mean 'two'\?"):
+        filter_db(db, tmp_path / "x.picpac", classes=["tow"])
