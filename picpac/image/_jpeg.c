@@ -24,6 +24,9 @@ static KernelsAPI *kernels; /* picpac.image._kernels's, imported with this modul
 typedef struct {
     struct jpeg_error_mgr pub;
     jmp_buf jump;
+    int collect;                   /* 1: a warning is counted (the first one kept) instead of failing the decode */
+    int warnings;
+    char message[JMSG_LENGTH_MAX]; /* (collect) the first warning, or the error that stopped libjpeg */
 } ErrorManager;
 
 typedef struct {
@@ -33,7 +36,12 @@ typedef struct {
     int created, max_scans;
 } Decoder;
 
-static void on_error(j_common_ptr info) { longjmp(((ErrorManager *)info->err)->jump, 1); }
+static void on_error(j_common_ptr info) {
+    ErrorManager *e = (ErrorManager *)info->err;
+    if (e->collect)
+        info->err->format_message(info, e->message);
+    longjmp(e->jump, 1);
+}
 
 /* picpac.image.decoding.MAX_SCANS and SCAN_PASSES: a progressive JPEG may have at most 64 scans, and its scans times
  * its pixels at most 8 images of max_pixels (2**28 at least here): more is a crafted, slow JPEG. */
@@ -42,18 +50,28 @@ enum { MAX_SCANS = 64, SCAN_PASSES = 8 };
 /* libjpeg calls this as it reads: a progressive JPEG past its scans stops there (libjpeg-turbo's advice against
  * scan-heavy files), before the scans' passes over every block cost seconds each. */
 static void on_progress(j_common_ptr info) {
-    if (info->is_decompressor && ((j_decompress_ptr)info)->input_scan_number > *(int *)info->client_data)
-        on_error(info);
+    ErrorManager *e = (ErrorManager *)info->err;
+    int most = *(int *)info->client_data;
+    if (info->is_decompressor && ((j_decompress_ptr)info)->input_scan_number > most) {
+        snprintf(e->message, sizeof e->message, "more than %d scans (a crafted, slow progressive JPEG)", most);
+        longjmp(e->jump, 1);
+    }
 }
 
-/* A warning (a truncated or damaged stream) fails too: the caller then leaves the JPEG to OpenCV,
- * whose verdict on damaged files stays the one picpac gives. Trace messages are ignored. */
+/* A warning (damaged scan data, a bad marker) fails the decode, so that the caller decodes the JPEG the way that
+ * reports damage, or (collect) it is counted and the first one kept: the decode goes on as libjpeg's does, with the
+ * damaged part filled in. Never printed: the caller names the image. Trace messages are ignored. */
 static void on_message(j_common_ptr info, int level) {
-    if (level < 0)
+    ErrorManager *e = (ErrorManager *)info->err;
+    if (level >= 0)
+        return;
+    if (!e->collect)
         on_error(info);
+    if (e->warnings++ == 0)
+        info->err->format_message(info, e->message);
 }
 
-enum { GRAY = 0, BGR = 1, RGB = 2 };
+enum { GRAY = 0, BGR = 1, RGB = 2, STORED = 3 }; /* STORED: grey for a greyscale JPEG, else BGR */
 enum { OK = 0, FAILED = -1, UNSUPPORTED = -2, TOO_LARGE = -3 };
 enum { MAX_REGION = 65535 }; /* a JPEG's sides are 16-bit: no region of one is larger */
 #define DEFAULT_MAX_PIXELS (1ULL << 28) /* picpac.image.decoding.MAX_PIXELS */
@@ -113,12 +131,10 @@ static int crop_exact(j_decompress_ptr info) {
     return 1;
 }
 
-/* Read the header, check its size against max_pixels (0: no limit), set the scale and colour space, start,
- * check that rows [y, y + height) exist, and narrow the output to the columns of [*x, *x + *width); libjpeg
- * widens them to iMCU boundaries and reports what it chose. */
-static int start(Decoder *d, const unsigned char *data, size_t size, int reduction, int mode,
-                 JDIMENSION y, JDIMENSION height, JDIMENSION *x, JDIMENSION *width, unsigned long long max_pixels) {
-    JDIMENSION full_width;
+/* Read the header, check its size against max_pixels (0: no limit) and bound its scans, set the scale and colour
+ * space, and start decompressing (a progressive JPEG's scans are all read here). */
+static int begin(Decoder *d, const unsigned char *data, size_t size, int reduction, int mode,
+                 unsigned long long max_pixels) {
     if (!has_end(data, size))
         return UNSUPPORTED;
     if (setjmp(d->error.jump))
@@ -143,12 +159,27 @@ static int start(Decoder *d, const unsigned char *data, size_t size, int reducti
         return UNSUPPORTED;
     d->info.scale_num = 1;
     d->info.scale_denom = (unsigned int)reduction;
+    if (mode == STORED)
+        mode = d->info.jpeg_color_space == JCS_GRAYSCALE ? GRAY : BGR;
     d->info.out_color_space = mode == GRAY ? JCS_GRAYSCALE : mode == RGB ? JCS_EXT_RGB : JCS_EXT_BGR;
     jpeg_start_decompress(&d->info);
+    return OK;
+}
+
+/* begin(), then check that rows [y, y + height) exist and narrow the output to the columns of [*x, *x + *width);
+ * libjpeg widens them to iMCU boundaries and reports what it chose. */
+static int start(Decoder *d, const unsigned char *data, size_t size, int reduction, int mode,
+                 JDIMENSION y, JDIMENSION height, JDIMENSION *x, JDIMENSION *width, unsigned long long max_pixels) {
+    JDIMENSION full_width;
+    int status = begin(d, data, size, reduction, mode, max_pixels);
+    if (status != OK)
+        return status;
+    if (setjmp(d->error.jump))
+        return FAILED;
     full_width = d->info.output_width;
-    if (*x >= full_width || y + height > d->info.output_height || !complete(&d->info))
+    if (*x >= full_width || y >= d->info.output_height || height > d->info.output_height - y || !complete(&d->info))
         return UNSUPPORTED;
-    if (*x + *width > full_width) /* a region may reach past the right edge: keep what is inside */
+    if (*width > full_width - *x) /* a region may reach past the right edge: keep what is inside */
         *width = full_width - *x;
     if (!crop_exact(&d->info)) {
         *x = 0;
@@ -166,7 +197,9 @@ static int start(Decoder *d, const unsigned char *data, size_t size, int reducti
     return OK;
 }
 
-/* Skip ``y`` rows, then read ``height`` rows of ``stride`` bytes into ``out``. */
+/* Skip ``y`` rows, then read ``height`` rows of ``stride`` bytes into ``out``. Rows that reach the last one read on to
+ * the end-of-image marker, where damage after the last row shows (libjpeg warns there); the rows below a region that
+ * stops short are never decoded, and damage there, which cannot touch its pixels, goes unseen. */
 static int read_rows(Decoder *d, JDIMENSION y, JDIMENSION height, unsigned char *out, size_t stride) {
     JSAMPROW rows[32];
     volatile JDIMENSION done = 0; /* volatile: read after setjmp */
@@ -183,8 +216,21 @@ static int read_rows(Decoder *d, JDIMENSION y, JDIMENSION height, unsigned char 
             return FAILED;
         done += got;
     }
-    jpeg_abort_decompress(&d->info); /* the rows below the region are never decoded */
+    if (d->info.output_scanline == d->info.output_height)
+        jpeg_finish_decompress(&d->info);
+    else
+        jpeg_abort_decompress(&d->info);
     return OK;
+}
+
+/* An empty bytearray grown to ``size``, or NULL with a MemoryError: PyByteArray_FromStringAndSize(NULL, n) frees the
+ * new object with its export count unset when the pixels cannot be allocated (CPython 3.11), which can turn the
+ * MemoryError into "SystemError: deallocated bytearray object has exported buffers". */
+static PyObject *new_pixels(size_t size) {
+    PyObject *pixels = PyByteArray_FromStringAndSize(NULL, 0);
+    if (pixels != NULL && PyByteArray_Resize(pixels, (Py_ssize_t)size) < 0)
+        Py_CLEAR(pixels);
+    return pixels;
 }
 
 PyDoc_STRVAR(decode_doc,
@@ -231,12 +277,7 @@ static PyObject *decode(PyObject *module, PyObject *args) {
     Py_END_ALLOW_THREADS
     if (status == OK) {
         size_t stride = (size_t)cw * (size_t)d.info.output_components;
-        /* An empty bytearray grown to size: PyByteArray_FromStringAndSize(NULL, n) frees the new object
-         * with its export count unset when the pixels cannot be allocated (CPython 3.11), which can
-         * turn the MemoryError into "SystemError: deallocated bytearray object has exported buffers". */
-        pixels = PyByteArray_FromStringAndSize(NULL, 0);
-        if (pixels != NULL && PyByteArray_Resize(pixels, (Py_ssize_t)(stride * (size_t)height)) < 0)
-            Py_CLEAR(pixels);
+        pixels = new_pixels(stride * (size_t)height);
         if (pixels == NULL) {
             jpeg_destroy_decompress(&d.info);
             PyBuffer_Release(&data);
@@ -260,6 +301,77 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         Py_RETURN_NONE;
     }
     return Py_BuildValue("(Nii)", pixels, (int)cx, (int)cw);
+}
+
+PyDoc_STRVAR(image_doc,
+"image(data, reduction, mode, max_pixels=2**28) -> (pixels, width, height, channels, warnings, message) | None\n\n"
+"Decode a whole JPEG at scale 1/reduction (1, 2, 4 or 8), reading it to its end: mode 0 gray, 1 BGR, 2 RGB,\n"
+"3 as stored (gray for a greyscale JPEG, else BGR). libjpeg's warnings (damaged scan data, a bad marker)\n"
+"do not stop it: ``warnings`` counts them and ``message`` is the first one's text (None: none); the\n"
+"damaged part is filled in as libjpeg fills it. ``pixels`` is a bytearray of height rows of width *\n"
+"channels bytes, or None when libjpeg stopped (``message`` says why). None when the JPEG is not this\n"
+"decoder's: CMYK/YCCK, or no end-of-image marker. ValueError for a bad argument or a JPEG whose header\n"
+"declares more than max_pixels pixels (0: no limit); MemoryError when the pixels cannot be allocated.");
+
+static PyObject *image(PyObject *module, PyObject *args) {
+    Py_buffer data;
+    int reduction, mode, status;
+    unsigned long long max_pixels = DEFAULT_MAX_PIXELS;
+    Decoder d;
+    PyObject *pixels = NULL, *message;
+    (void)module;
+    if (!PyArg_ParseTuple(args, "y*ii|K:image", &data, &reduction, &mode, &max_pixels))
+        return NULL;
+    if ((reduction != 1 && reduction != 2 && reduction != 4 && reduction != 8) || mode < GRAY || mode > STORED) {
+        PyBuffer_Release(&data);
+        PyErr_SetString(PyExc_ValueError, "image: bad reduction or mode");
+        return NULL;
+    }
+    memset(&d, 0, sizeof d);
+    d.info.err = jpeg_std_error(&d.error.pub);
+    d.error.pub.error_exit = on_error;
+    d.error.pub.emit_message = on_message;
+    d.error.collect = 1;
+    Py_BEGIN_ALLOW_THREADS
+    status = begin(&d, data.buf, (size_t)data.len, reduction, mode, max_pixels);
+    Py_END_ALLOW_THREADS
+    if (status == OK) {
+        size_t stride = (size_t)d.info.output_width * (size_t)d.info.output_components;
+        pixels = new_pixels(stride * d.info.output_height);
+        if (pixels == NULL) {
+            jpeg_destroy_decompress(&d.info);
+            PyBuffer_Release(&data);
+            return NULL;
+        }
+        {
+            unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(pixels);
+            Py_BEGIN_ALLOW_THREADS
+            status = read_rows(&d, 0, d.info.output_height, out, stride);
+            Py_END_ALLOW_THREADS
+        }
+    }
+    if (d.created)
+        jpeg_destroy_decompress(&d.info);
+    PyBuffer_Release(&data);
+    if (status == UNSUPPORTED)
+        Py_RETURN_NONE;
+    if (status == TOO_LARGE)
+        return PyErr_Format(PyExc_ValueError, "image: the JPEG declares more than max_pixels=%llu pixels", max_pixels);
+    if (status != OK)
+        Py_CLEAR(pixels);
+    if (status != OK || d.error.warnings) {
+        message = PyUnicode_DecodeUTF8(d.error.message, (Py_ssize_t)strlen(d.error.message), "replace");
+        if (message == NULL) {
+            Py_XDECREF(pixels);
+            return NULL;
+        }
+    } else {
+        message = Py_NewRef(Py_None);
+    }
+    if (pixels == NULL)
+        pixels = Py_NewRef(Py_None);
+    return Py_BuildValue("(NiiiiN)", pixels, (int)d.info.output_width, (int)d.info.output_height,
+                         d.info.output_components, d.error.warnings, message);
 }
 
 /* -- encoding: any legal sampling factors, for tests of the decoder ---------------------------------- */
@@ -499,6 +611,7 @@ static PyObject *sample(PyObject *module, PyObject *args) {
 
 static PyMethodDef methods[] = {
     {"decode", decode, METH_VARARGS, decode_doc},
+    {"image", image, METH_VARARGS, image_doc},
     {"sample", sample, METH_VARARGS, sample_doc},
     {"encode", (PyCFunction)(void (*)(void))encode, METH_VARARGS | METH_KEYWORDS, encode_doc},
     {NULL, NULL, 0, NULL},

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import cv2
@@ -107,11 +108,18 @@ def check_scans(data: Any, width: int, height: int, max_pixels: int | None = MAX
         raise TooManyScansError(width, height, scans, allowed)
 
 
+_CHANNEL_FLAGS = {
+    (1, 1): cv2.IMREAD_GRAYSCALE, (1, 2): cv2.IMREAD_REDUCED_GRAYSCALE_2, (1, 4): cv2.IMREAD_REDUCED_GRAYSCALE_4,
+    (1, 8): cv2.IMREAD_REDUCED_GRAYSCALE_8,
+    (3, 1): cv2.IMREAD_COLOR, (3, 2): cv2.IMREAD_REDUCED_COLOR_2, (3, 4): cv2.IMREAD_REDUCED_COLOR_4,
+    (3, 8): cv2.IMREAD_REDUCED_COLOR_8,
+}
 # JPEG has no alpha, so decoding it with orientation applied loses nothing; other formats keep alpha.
 _JPEG_AS_SHOWN = cv2.IMREAD_ANYCOLOR | cv2.IMREAD_ANYDEPTH
 
 
-def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_PIXELS) -> np.ndarray | None:
+def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_PIXELS,
+           on_damage: Callable[[str], None] | None = None) -> np.ndarray | None:
     """Decode encoded image bytes (any bytes-like object, not copied); None if they are no image.
 
     By default the image comes out as viewers show it: a JPEG's EXIF orientation is applied
@@ -121,16 +129,27 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
     An image of more than ``max_pixels`` pixels (None or 0: no limit) raises ImageTooLargeError.
     A JPEG cut short (no end-of-image marker after its last scan) is no image, whatever the OpenCV
     (4.x decodes one with its missing rows grey, 5.x refuses it).
+
+    With the fast path, libjpeg-turbo decodes JPEGs here (as OpenCV would: the same pixels) and nothing is printed:
+    a JPEG libjpeg warns about (damaged scan data, a bad marker) still decodes, its damaged part filled in, and
+    ``on_damage`` (if given) is called with libjpeg's warning. Without the fast path OpenCV decodes JPEGs and prints
+    such warnings itself (:data:`FAST_PATH_OFF`).
     """
+    return _decoded(data, flags, max_pixels, on_damage)[0]
+
+
+def _decoded(data: Any, flags: int | None, max_pixels: int | None, on_damage: Callable[[str], None] | None,
+             rgb: bool = False) -> tuple[np.ndarray | None, bool]:
+    """:func:`decode`'s image, and whether it is RGB already (``rgb``: libjpeg writes a colour JPEG as RGB itself)."""
     buf = np.frombuffer(data, np.uint8)
     if buf.size == 0:
-        return None
+        return None, False
     size = _checked_size(buf, max_pixels)
     if buf[:8].tobytes() == PNG_MAGIC and not png_chunks_fit(buf):
-        return None
+        return None, False
     jpeg = buf[:2].tobytes() == b"\xff\xd8"
     if jpeg and not jpeg_ends(buf):
-        return None
+        return None, False
     if flags is None:
         flags = _JPEG_AS_SHOWN if jpeg else cv2.IMREAD_UNCHANGED
     orientation = 1
@@ -138,15 +157,58 @@ def decode(data: Any, flags: int | None = None, *, max_pixels: int | None = MAX_
         frame = jpeg_frame(buf) if not flags & cv2.IMREAD_IGNORE_ORIENTATION else None
         orientation = frame[2] if frame is not None else 1
         flags |= cv2.IMREAD_IGNORE_ORIENTATION
+    if jpeg and _jpeg is not None and (size is not None or not max_pixels):
+        # (the size was checked; without a limit, OpenCV's own bounds the C call, as it would bound OpenCV)
+        decoded = _libjpeg(buf, flags, rgb, on_damage, 0 if max_pixels else _OPENCV_MAX_PIXELS)
+        if decoded is not None:
+            img, is_rgb = decoded
+            return (None if img is None else oriented(img, orientation)), is_rgb
     try:
         img = cv2.imdecode(buf, flags)
     except cv2.error:
-        return None
+        return None, False
     if img is None:
-        return None
+        return None, False
     if size is None:  # a header picpac cannot read: OpenCV's own limit bounded it
         check_pixels(img.shape[1], img.shape[0], max_pixels)
-    return oriented(img, orientation)
+    return oriented(img, orientation), False
+
+
+_OPENCV_MAX_PIXELS = int(os.environ.get("OPENCV_IO_MAX_IMAGE_PIXELS", 1 << 30))
+"""OpenCV's own limit on an image's pixels, which bounds a decode without max_pixels."""
+
+_GRAY, _BGR, _RGB, _STORED = range(4)
+# the OpenCV flags (orientation aside) whose decode of a JPEG the C call makes: (mode, reduction)
+_LIBJPEG_FLAGS = {
+    cv2.IMREAD_UNCHANGED: (_STORED, 1), _JPEG_AS_SHOWN | cv2.IMREAD_IGNORE_ORIENTATION: (_STORED, 1),
+    cv2.IMREAD_ANYCOLOR | cv2.IMREAD_IGNORE_ORIENTATION: (_STORED, 1),
+    **{flag | cv2.IMREAD_IGNORE_ORIENTATION: (_GRAY if channels == 1 else _BGR, reduction)
+       for (channels, reduction), flag in _CHANNEL_FLAGS.items()},
+}
+
+
+def _libjpeg(buf: np.ndarray, flags: int, rgb: bool, on_damage: Callable[[str], None] | None,
+             limit: int) -> tuple[np.ndarray | None, bool] | None:
+    """(image or None, whether RGB) as the C call decodes the JPEG ``buf`` with OpenCV's ``flags``, no image when it
+    declares more than ``limit`` pixels (0: none); None where OpenCV must (other flags, CMYK). libjpeg's warnings go
+    to ``on_damage``."""
+    mode, reduction = _LIBJPEG_FLAGS.get(flags, (None, 1))
+    if mode is None:
+        return None
+    is_rgb = rgb and mode == _BGR
+    try:
+        answer = _jpeg.image(buf, reduction, _RGB if is_rgb else mode, limit)
+    except ValueError:  # over the limit: no image, as OpenCV answers
+        return None, False
+    if answer is None:
+        return None
+    pixels, width, height, channels, warnings, message = answer
+    if pixels is None:
+        return None, False
+    if warnings and on_damage is not None:
+        on_damage(message if warnings == 1 else f"{message} (and {warnings - 1} more libjpeg warnings)")
+    shape = (height, width) if channels == 1 else (height, width, channels)
+    return np.frombuffer(pixels, np.uint8).reshape(shape), is_rgb
 
 
 def oriented(img: np.ndarray, orientation: int) -> np.ndarray:
@@ -180,14 +242,15 @@ def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:
     return size
 
 
-def read_image(path: str, *, max_pixels: int | None = MAX_PIXELS, option: str = "max_pixels=") -> tuple[bytes, np.ndarray]:
+def read_image(path: str, *, max_pixels: int | None = MAX_PIXELS, option: str = "max_pixels=",
+               on_damage: Callable[[str], None] | None = None) -> tuple[bytes, np.ndarray]:
     """The bytes of the image file ``path`` and the image they decode to, as ``picpac import`` checks every
     image. A file that cannot be read (missing, not a regular file, too large) or decoded, or whose header
     declares more than ``max_pixels``, is a SourceError whose ``reason`` says why; ``option`` names the setting
-    that raises the limit."""
+    that raises the limit. ``on_damage`` is :func:`decode`'s."""
     data = read_file(path)
     try:
-        img = decode(data, max_pixels=max_pixels)
+        img = decode(data, max_pixels=max_pixels, on_damage=on_damage)
     except ImageTooLargeError as exc:
         raise source_error(path, f"image of {exc.advice(option)}") from None
     if img is None:
@@ -230,12 +293,6 @@ def encode(img: np.ndarray, ext: str, *, lossless: bool = False, quality: int = 
     return buf.tobytes()
 
 
-_CHANNEL_FLAGS = {
-    (1, 1): cv2.IMREAD_GRAYSCALE, (1, 2): cv2.IMREAD_REDUCED_GRAYSCALE_2, (1, 4): cv2.IMREAD_REDUCED_GRAYSCALE_4,
-    (1, 8): cv2.IMREAD_REDUCED_GRAYSCALE_8,
-    (3, 1): cv2.IMREAD_COLOR, (3, 2): cv2.IMREAD_REDUCED_COLOR_2, (3, 4): cv2.IMREAD_REDUCED_COLOR_4,
-    (3, 8): cv2.IMREAD_REDUCED_COLOR_8,
-}
 REDUCTIONS = (4, 2, 1)
 """The scales a JPEG is decoded at (1/4, 1/2, 1/1): libjpeg's DCT scaling skips most of the work.
 Its 1/8 scale is left out: it keeps only each block's DC term (32.6 dB against an area-averaged
@@ -247,7 +304,8 @@ Region = tuple[int, int, int, int]
 
 
 def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1, region: Region | None = None, *,
-                    max_pixels: int | None = MAX_PIXELS) -> np.ndarray | None:
+                    max_pixels: int | None = MAX_PIXELS,
+                    on_damage: Callable[[str], None] | None = None) -> np.ndarray | None:
     """Decode to 1 or 3 channels (or, for -1, as stored); ``rgb`` reorders OpenCV's BGR(A) to RGB(A).
 
     ``reduction`` 2 or 4 decodes a JPEG at that fraction of its size (1 or 3 channels only;
@@ -261,7 +319,8 @@ def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1, reg
     JPEGs, other formats), and the caller tells the two answers apart by their shape. The JPEG's
     EXIF orientation is not applied to a region: pass one only for upright JPEGs.
 
-    ``max_pixels`` bounds the whole image's size, as in :func:`decode`, whatever the reduction and region.
+    ``max_pixels`` bounds the whole image's size, as in :func:`decode`, whatever the reduction and region;
+    ``on_damage`` is :func:`decode`'s (a damaged JPEG is decoded whole, its region ignored).
     """
     size = _checked_size(data, max_pixels)
     # the C extension runs only on a checked size (or without a limit); OpenCV bounds the rest itself
@@ -269,8 +328,9 @@ def decode_channels(data: Any, channels: int, rgb: bool, reduction: int = 1, reg
         pixels = _decode_region(data, channels, rgb, reduction, region)
         if pixels is not None:
             return pixels
-    img = decode(data, _CHANNEL_FLAGS.get((channels, reduction)), max_pixels=None if size is not None else max_pixels)
-    if rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
+    img, is_rgb = _decoded(data, _CHANNEL_FLAGS.get((channels, reduction)), None if size is not None else max_pixels,
+                           on_damage, rgb)
+    if rgb and not is_rgb and img is not None and img.ndim == 3 and img.shape[2] in (3, 4):
         img = cv2.cvtColor(img, cv2.COLOR_BGR2RGB if img.shape[2] == 3 else cv2.COLOR_BGRA2RGBA)
     return img
 

@@ -1,5 +1,6 @@
 """LMDB: an environment directory, keys ``%010d`` -> PPR1 records (needs the ``lmdb`` package); and, to import,
-tensorpack's own LMDBs: keys ``%08d`` -> pickled datapoints (read only when asked to unpickle)."""
+tensorpack's own LMDBs: keys ``%08d`` -> datapoints, pickled (read only when asked to unpickle) or, as tensorpack
+wrote them before 0.10, msgpack."""
 from __future__ import annotations
 
 import io
@@ -13,6 +14,7 @@ import numpy as np
 from ..errors import CorruptError, FormatError, PicPacValueError, SourceError
 from ..file.layout import load_json
 from ..file.reader import Record
+from . import msgpack_values
 from .base import StoreReader, StoreWriter, check_regular, corrupt_error, require_package
 from .records import decode_record, encode_record
 
@@ -179,8 +181,10 @@ class LmdbReader(StoreReader):
                               "this picpac reads PPR1")
 
     def _open_tensorpack(self) -> None:
-        """tensorpack's LMDBSerializer layout: its values are pickles, read only with ``unpickle``."""
-        if not self.unpickle:
+        """tensorpack's LMDBSerializer layout: its values are pickles, read only with ``unpickle``, or msgpack (as
+        its first datapoint shows)."""
+        first = self._txn.get(b"%08d" % 0)
+        if first is not None and msgpack_values.is_pickle(first) and not self.unpickle:
             raise FormatError(f"{self.path}: a tensorpack LMDB (its datapoints pickled, as tensorpack's "
                               "LMDBSerializer.save writes them); unpickling runs code, so it is read only when asked "
                               "to: picpac import --from lmdb --unpickle (import_store(..., unpickle=True)), for a "
@@ -201,15 +205,22 @@ class LmdbReader(StoreReader):
     def _read_tensorpack(self, i: int) -> Record:
         """A tensorpack datapoint (a list) as a record: bytes components the fields (the first ``image``, then
         ``field1``, ...), arrays fields of their ``.npy`` bytes, the first number the label, other numbers meta."""
-        if not self.unpickle:  # (the reader opened as tensorpack's only with it; checked where it unpickles too)
-            raise FormatError(f"{self.path}: record {i} is a pickle, read only with unpickle=True")
         value = self._txn.get(b"%08d" % i)
         if value is None:
             raise corrupt_error(self.path, i, f"is missing (no key {i:08d})")
-        try:
-            dp = pickle.loads(value)
-        except Exception as exc:
-            raise corrupt_error(self.path, i, f"is not a pickle ({type(exc).__name__}: {exc})") from None
+        if not msgpack_values.is_pickle(value):
+            try:
+                dp = msgpack_values.loads(value)
+            except FormatError as exc:
+                raise corrupt_error(self.path, i, f"is neither a pickle nor msgpack ({exc})") from None
+        elif not self.unpickle:
+            raise FormatError(f"{self.path}: record {i} is a pickle, read only with unpickle=True (picpac import "
+                              "--from lmdb --unpickle, for a file you trust)")
+        else:
+            try:
+                dp = pickle.loads(value)
+            except Exception as exc:
+                raise corrupt_error(self.path, i, f"is not a pickle ({type(exc).__name__}: {exc})") from None
         if not isinstance(dp, (list, tuple)):
             raise SourceError(f"{self.path}: record {i} is a {type(dp).__name__}, not a tensorpack datapoint (a list)")
         fields, label, numbers_ = {}, 0.0, []

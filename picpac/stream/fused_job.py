@@ -83,7 +83,7 @@ class FusedSampleJob(SampleJob):
         image = self._fused(sample, fields, index)
         fused = image is not None
         if not fused:
-            pixels, target, dense = self.processor.output(sample)
+            pixels, target, dense = self.processor.output(sample)  # (may decode: a damaged JPEG comes here)
             image = self._slot(index, pixels.shape, pixels.dtype)
             image[...] = pixels
             decoded = decode_seconds()
@@ -92,7 +92,7 @@ class FusedSampleJob(SampleJob):
             target, dense = self.processor.target(sample)
         if self.profile is not None:
             self.profile.sample(read, decoded, time.perf_counter() - start, time.thread_time() - cpu)
-        return image, (target, dense, fused)
+        return image, (target, dense, self.processor.damage(sample), fused)
 
     def _fused(self, sample: Sample, fields: dict[str, Any], index: int) -> np.ndarray | None:
         """The sample's image made by one C call, in its slot; None where the Python path must make it."""
@@ -128,11 +128,11 @@ class FusedSampleJob(SampleJob):
 
     def _counted(self, deliveries: Iterator[Delivery]) -> Iterator[Delivery]:
         for delivery in deliveries:
-            fused = sum(extra[2] for extra in delivery.extras)
+            fused = sum(extra[3] for extra in delivery.extras)
             with self.lock:
                 self.counts["fused"] += fused
                 self.counts["python"] += len(delivery.extras) - fused
-            yield delivery._replace(extras=[extra[:2] for extra in delivery.extras])
+            yield delivery._replace(extras=[extra[:3] for extra in delivery.extras])
 
     def units(self, keys: Keys, pool: Pool) -> Iterator[tuple]:
         """SampleJob's units; a pass starts with no batch buffers (those of a pass left early are dropped)."""

@@ -26,7 +26,7 @@ from .config import StreamConfig
 from .device_job import DeviceJob
 from .fused_job import FusedSampleJob, fused_reason
 from .job import Job, Pool, capacity, default_workers
-from .legacy import is_v2
+from .legacy import with_v2_defaults
 from .position import Keys, Position, load_state_dict, state_dict
 from .processor import Processor
 from .sample_job import Profile, SampleJob
@@ -129,7 +129,8 @@ class _Pipeline:
             self.close()
             raise
         self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
-        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [],
+        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [], "damaged": 0,
+                      "damaged_records": [],
                       "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
                       "fused_reason": self.fused_reason if plan is None else "the batch path runs",
                       "worker_count": capacity(c)[0], "workers_reason": self.workers_reason}
@@ -257,6 +258,7 @@ class _Pipeline:
                 if shared and copy:
                     images, shared = aligned.copy(images), False
                 out = self._assemble(images, part.targets, part.dense, part.positions, part.padding, part.made)
+                self._damaged(part.damaged)
                 self.position.advance(part.taken)
                 views.append(weakref.ref(out[0]) if shared else None)
                 del images, part
@@ -299,6 +301,12 @@ class _Pipeline:
             raise PicPacError(f"{self.path}: skip_errors=True, but every one of {whose} {self.size()} "
                               f"samples failed, so it cannot make a batch; the last: {exc}") from exc
 
+    def _damaged(self, damaged: tuple[str, ...]) -> None:
+        """Count the samples of a batch whose images libjpeg warned about (served as it decoded them)."""
+        self.stats["damaged"] += len(damaged)
+        room = 100 - len(self.stats["damaged_records"])
+        self.stats["damaged_records"] += damaged[:max(0, room)]
+
     def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int,
                   made: tuple | None = None) -> tuple:
         """A batch from its images (a list of arrays, or one array already stacked: a torch tensor from the device
@@ -320,9 +328,11 @@ class _Pipeline:
             images = aligned.stack(images)
         labels = self.pool.labels[positions].astype(np.float32)
         records = self.pool.records[positions]
+        # v2's mask facet keeps the dtype its rasterize step (or mask image) gave it
+        masks = np.result_type(*targets) if self.config.output.task == "segment" and made is None else None
         targets = self.processor.targets(list(targets), labels, records, list(dense), made)
         if self.config.output.v2:
-            batch, arrays, count = self._v2_batch(images, targets, records, labels, pad)
+            batch, arrays, count = self._v2_batch(images, targets, records, labels, pad, masks)
         else:
             batch, arrays, count = (images, *targets, int(pad)), (images, *targets), len(images)
         if self.stats["batches"] < self.config.output.dump:
@@ -334,11 +344,11 @@ class _Pipeline:
         return batch
 
     def _v2_batch(self, images: Any, targets: tuple, records: np.ndarray, labels: np.ndarray,
-                  pad: int) -> tuple[list, tuple, int]:
+                  pad: int, masks: np.dtype | None = None) -> tuple[list, tuple, int]:
         """PicPac v2's batch, ``[Meta(ids, labels, raw), images, *facets]``, the arrays ``dump`` draws and its
         samples: a final batch is cut to them (v2 pads none). The meta holds the records as ids, the labels as
-        float32 and each raw field's list of bytes; the facets are the task's arrays after the label (masks; boxes
-        and counts) and the dense targets."""
+        float32 and each raw field's list of bytes; the facets are the task's arrays after the label (masks, of the
+        samples' mask dtype ``masks``; boxes and counts) and the dense targets."""
         n = len(images) - pad
         raws = len(self.config.decode.raw)
         facets, raw = (targets[:len(targets) - raws], targets[len(targets) - raws:]) if raws else (targets, ())
@@ -346,7 +356,7 @@ class _Pipeline:
         if task == "classify":
             facets = facets[1:]  # the labels: v2 gives them in the meta
         elif task == "segment" and not self.config.output.onehot:  # v2's label facet: the rasterizer's dtype
-            facets = (facets[0].astype(self.processor.rasterize.dtype), *facets[1:])
+            facets = (facets[0].astype(masks or self.processor.rasterize.dtype), *facets[1:])
         meta = Meta(records[:n].astype(np.int32), labels[:n], [list(r[:n]) for r in raw])
         return [meta, images[:n], *(f[:n] for f in facets)], (images, *facets), n
 
@@ -358,6 +368,15 @@ class _Pipeline:
     def size(self) -> int:
         """Samples per pass on this rank (its share of the pool)."""
         return self.position.share()
+
+    def categories(self) -> int:
+        """ImageStream.categories."""
+        labels = np.concatenate([self._readers[0].labels, self.pool.labels])
+        bad = (labels < 0) | (labels != np.floor(labels)) | ~np.isfinite(labels)
+        if bad.any():
+            raise PicPacValueError(f"{self.path}: label {float(labels[bad][0])!r} is no class id (an integer >= 0), so the "
+                                   "stream has no categories: its labels are regression targets")
+        return int(labels.max()) + 1 if len(labels) else 0
 
     def state_dict(self) -> dict[str, Any]:
         return state_dict(self.position, self.config, self._readers)
@@ -445,10 +464,10 @@ class ImageStream:
     def __init__(self, path: str | os.PathLike | list | Mapping[str, Any] | None = None,
                  config: StreamConfig | None = None, **keys: Any):
         if isinstance(path, Mapping):
-            keys = {**path, **keys}
+            keys = with_v2_defaults({**path, **keys})  # (docs/stream.md, "PicPac's configs")
             path = None
-            if is_v2(keys):  # PicPac v2's batches, and its defaults: NHWC uint8 (docs/stream.md, "PicPac v2")
-                keys = {"order": "NHWC", "dtype": "uint8", **keys, "v2": True}
+        elif keys.get("v2"):
+            keys = with_v2_defaults(keys)
         if path is None:
             path = keys.pop("db", None)
         if path is None:
@@ -498,6 +517,12 @@ class ImageStream:
         rank's share of them (``share_pad``)."""
         return self._pipeline.size()
 
+    def categories(self) -> int:
+        """PicPac's count of classes: the largest label of the database and of the pool (its mixin as relabelled)
+        plus one. PicPacValueError when a label is no class id (regression labels)."""
+        self._check_open()
+        return self._pipeline.categories()
+
     def reset(self) -> None:
         """Restart from the first batch of the first pass."""
         self.set_epoch(0)
@@ -532,12 +557,14 @@ class ImageStream:
             raise PicPacError("the ImageStream is closed")
 
     def stats(self) -> dict[str, Any]:
-        """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why."""
+        """Counts so far: samples and batches delivered, samples skipped (skip_errors=True) and why, samples whose
+        JPEG libjpeg warned about (damaged scan data: served as decoded, the damaged part filled in) and what it said."""
         stats = self._pipeline.stats
         profile = self._pipeline.profile
         job = self._pipeline.job
         counts = job.path_counts() if isinstance(job, (FusedSampleJob, DeviceJob)) else {}
-        return {**stats, "skipped_records": list(stats["skipped_records"]), **counts,
+        return {**stats, "skipped_records": list(stats["skipped_records"]),
+                "damaged_records": list(stats["damaged_records"]), **counts,
                 **(profile.snapshot() if profile is not None else {})}
 
     def close(self) -> None:

@@ -75,6 +75,8 @@ class Part(NamedTuple):
     """Whether ``images`` is a view into memory the executor reuses."""
     made: tuple | None = None
     """The task's batch arrays when the job made them (the device stage's masks), else None."""
+    damaged: tuple[str, ...] = ()
+    """Each sample of the part whose image libjpeg warned about (``Processor.damage``): what it said."""
 
 
 class Job(Protocol):

@@ -198,6 +198,15 @@ def is_v2(given: Mapping[str, Any]) -> bool:
         isinstance(transforms, (list, tuple)) and any(isinstance(t, Mapping) for t in transforms)
 
 
+def with_v2_defaults(given: Mapping[str, Any]) -> dict[str, Any]:
+    """``given`` with PicPac v2's defaults (NHWC; uint8, unless a ``mean`` or ``std`` asks for normalised values) and
+    ``v2=True`` where it is written in v2's vocabulary (:func:`is_v2`), else as it is."""
+    if not is_v2(given):
+        return dict(given)
+    dtype = {} if given.get("mean") is not None or given.get("std") is not None else {"dtype": "uint8"}
+    return {"order": "NHWC", **dtype, **given, "v2": True}
+
+
 LEGACY_KEYS = ("threads", "bgr2rgb", "channel_first", "decode_mode", "mean_color1", "mean_color2", "mean_color3",
                *NO_OPS, *RENAMED)
 """Every PicPac key that translate() turns into another (for typo suggestions)."""

@@ -15,6 +15,7 @@ from ..errors import (
     SampleError,
 )
 from .config import StreamConfig
+from .legacy import with_v2_defaults
 from .processor import LazyRng, Processor
 
 
@@ -24,11 +25,14 @@ class ImageLoader:
     Takes the same keys as ImageStream (keys about order, splits, annotations and fields, such as
     ``image_field``, are accepted and ignored) and applies its decoding, geometry, transforms and
     output layout with every random step in its deterministic centre version (``perturb=False``), so a
-    model sees at inference what it saw in validation.
+    model sees at inference what it saw in validation. A dict config in PicPac v2's vocabulary (or any with
+    ``v2=True``) gets v2's layout, (1, H, W, C) uint8 unless it says otherwise, as ``ImageStream({...})`` does.
     """
 
     def __init__(self, config: Mapping[str, Any] | StreamConfig | None = None, **more: Any):
         given = {**(config.given if isinstance(config, StreamConfig) else config or {}), **more}
+        if isinstance(config, Mapping) or given.get("v2"):  # a dict config, as ImageStream's (keywords: v2=True)
+            given = with_v2_defaults(given)
         for key in ("db", "images", "annotation_field"):  # the image is the bytes given: no fields to name
             given.pop(key, None)
         given.update(perturb=False, annotate=None, task="classify", image_field="image", raw=(), dump=0)
@@ -39,7 +43,7 @@ class ImageLoader:
         """The image batch of one encoded image."""
         rng = LazyRng(self.config.order.seed, 0, 0, 0)
         try:
-            image, _, _ = self.processor.sample({"image": data}, 0.0, 0, where, None, rng)
+            image = self.processor.sample({"image": data}, 0.0, 0, where, None, rng)[0]
         except SampleError as exc:
             large = exc.__cause__
             if isinstance(large, ImageTooLargeError):

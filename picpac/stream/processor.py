@@ -201,6 +201,14 @@ class Processor:
         """A settled sample's random steps, then its output arrays."""
         return self.output(self.augment(settled, rng))
 
+    @staticmethod
+    def damage(sample: Sample) -> str | None:
+        """What libjpeg said of a sample's image (damaged scan data, a bad marker), naming the record; None when its
+        image was decoded without a warning (or is not decoded yet)."""
+        warning = sample.extra.get("damage")
+        return None if warning is None else \
+            f"{sample.extra.get('source', 'sample')}: record {sample.record} has a damaged image (libjpeg: {warning})"
+
     # -- steps ------------------------------------------------------------------------------------
     def decode(self, fields: dict[str, Any], label: float, record: int, where: str,
                arrays: Mapping[str, ArraySpec] | None = None) -> Sample:
@@ -243,10 +251,12 @@ class Processor:
                 image.check_scans(data, width, height, self.max_pixels)
             # checked here, from the header the deferred decode reads: it need not check again
             sample = Sample(None, label, record, extra=extra, size=(width, height),
-                            decoder=partial(self.decode_image, data, channels, self.rgb, max_pixels=None),
+                            decoder=partial(self.decode_image, data, channels, self.rgb, max_pixels=None,
+                                            on_damage=partial(extra.__setitem__, "damage")),
                             regions=self.region_decode and orientation == 1, max_pixels=self.max_pixels)
         else:
-            pixels = self.decode_image(data, channels, self.rgb, max_pixels=self.max_pixels)
+            pixels = self.decode_image(data, channels, self.rgb, max_pixels=self.max_pixels,
+                                       on_damage=partial(extra.__setitem__, "damage"))
             if pixels is None:
                 raise SampleError(where, record, "cannot decode its image")
             sample = Sample(pixels, label, record, extra=extra, max_pixels=self.max_pixels)

@@ -4,7 +4,6 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterator
-from functools import partial
 from typing import Any
 
 import numpy as np
@@ -49,7 +48,7 @@ class Profile:
 
 class SampleJob:
     """The per-sample job: one unit is one key, ``(index, position, epoch, source, record, label)``, made into
-    ``(image, (target, dense targets))`` by the config's Processor; ``group`` units form a batch.
+    ``(image, (target, dense targets, damage))`` by the config's Processor; ``group`` units form a batch.
 
     Picklable (its readers reopen by path), so a worker process rebuilds it from the same state.
     """
@@ -71,14 +70,18 @@ class SampleJob:
         start, cpu = time.perf_counter(), time.thread_time()
         rng = LazyRng(self.seed, epoch, source, record)
         cached, reader, fields, read = self._source(source, record, start)
+        p = self.processor
         if cached is None:
-            keep = None if self.cache is None else partial(self._keep, (source, record))
-            image, target, dense = self.processor.sample(fields, label, record, reader.path, reader.arrays, rng, keep)
+            settled = p.settle(p.decode(fields, label, record, reader.path, reader.arrays), rng)
+            if self.cache is not None:
+                settled = self._keep((source, record), settled)
         else:
-            image, target, dense = self.processor.finish(cached.copy(), rng)
+            settled = cached.copy()
+        sample = p.augment(settled, rng)
+        image, target, dense = p.output(sample)
         if self.profile is not None:
             self.profile.sample(read, decode_seconds(), time.perf_counter() - start, time.thread_time() - cpu)
-        return image, (target, dense)
+        return image, (target, dense, p.damage(sample))
 
     def _source(self, source: int, record: int, start: float) -> tuple[Sample | None, IndexedReader, dict, float]:
         """``(cached, reader, fields, read)``: the record's cached settled sample (cache=True), else its reader and
@@ -118,11 +121,12 @@ class SampleJob:
         """Each delivery of ``group`` samples as one batch's part."""
         for delivery in deliveries:
             items = delivery.items
-            targets, dense = zip(*delivery.extras)
+            targets, dense, damage = zip(*delivery.extras)
             padding = sum(real is not None and unit[0] >= real for unit in items)
             shared = isinstance(delivery.arrays, np.ndarray)  # a view into the executor's shared memory
             yield Part(delivery.arrays if shared else self.images(delivery), targets, dense,
-                       [unit[1] for unit in items], padding, delivery.taken, shared)
+                       [unit[1] for unit in items], padding, delivery.taken, shared,
+                       damaged=tuple(why for why in damage if why is not None))
 
     def images(self, delivery: Delivery) -> np.ndarray | list[np.ndarray]:
         """A thread executor's delivery's images, as the stream gets them: the list of each sample's image."""

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,6 +15,21 @@ WORKER_STAGES = ("read", "decode", "transform")
 CONSUMER_STAGES = ("batch", "wait")
 RAN_FULLY = 0.75
 """A worker thread on a core for less than this share of its time on samples was kept waiting."""
+IDLE = 0.5
+"""Cores idle on average: with fewer, no core stood idle, and threads that waited waited for a core, not the GIL."""
+
+
+def idle_seconds() -> float | None:
+    """Seconds the cores this process may run on have stood idle since boot (Linux's /proc/stat: idle and iowait),
+    or None where that is not known."""
+    try:
+        mine = os.sched_getaffinity(0)
+        with open("/proc/stat") as f:
+            ticks = sum(int(fields[4]) + int(fields[5]) for fields in map(str.split, f)
+                        if fields[0][:3] == "cpu" and fields[0][3:].isdigit() and int(fields[0][3:]) in mine)
+        return ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, AttributeError, ValueError, IndexError):
+        return None
 
 
 def parse_value(text: str) -> Any:
@@ -42,6 +58,7 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
         batches = iter(stream)
         next(batches)
         warm = stream.stats()
+        idle = idle_seconds()
         start = time.perf_counter()
         samples, last_tick, in_next = 0, start, 0.0
         while (now := time.perf_counter()) - start < seconds:
@@ -51,6 +68,7 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
                 tick(now - start, samples)
                 last_tick = now
         elapsed = time.perf_counter() - start
+        idle_now = idle_seconds()
         stats = stream.stats()
         workers, backend = stats["worker_count"], stream.config.parallelism.backend
     if "stages" not in stats:
@@ -70,6 +88,7 @@ def measure(db: str, config: Mapping[str, Any], seconds: float,
         busy, cpu = {}, {}
     return {"samples": samples, "seconds": elapsed, "rate": samples / elapsed, "stages": stages, "busy": busy,
             "cpu": cpu, "cores": usable_cores(), "workers": workers,
+            "idle_cores": None if idle is None or idle_now is None else (idle_now - idle) / elapsed,
             "processed": stats["processed"] - warm["processed"],
             "backend": backend, "workers_measured": measured, "in_next": in_next, "path": stats["path"],
             "fused_reason": stats["fused_reason"], **counts, "workers_reason": stats["workers_reason"],
@@ -92,15 +111,38 @@ def path(result: dict[str, Any]) -> str:
             f"({python:,} took the Python path: not JPEG, or a step that reads the pixels)")
 
 
-def gil_bound(result: dict[str, Any]) -> str | None:
-    """Why the worker threads are held back by the GIL, or None: from each thread's CPU time against its time on
-    samples. Threads that ran on a core for much less of that time than they spent, while cores stood idle,
-    waited for the GIL (with more threads than free cores, they may wait for a core instead)."""
+def waited(result: dict[str, Any]) -> tuple[float, float] | None:
+    """(share of their time on samples the worker threads ran on a core, cores they used), where they were kept
+    waiting (ran for less than RAN_FULLY of it); else None."""
     busy, cpu = sum(result["busy"].values()), sum(result["cpu"].values())
     if len(result["busy"]) < 2 or busy <= 0:
         return None
     ran, used = cpu / busy, cpu / result["seconds"]
-    if ran >= RAN_FULLY or used > result["cores"] - 1 + 0.5:
+    return None if ran >= RAN_FULLY else (ran, used)
+
+
+def contended(result: dict[str, Any]) -> str | None:
+    """Why the worker threads waited for a core, or None: no core stood idle while they waited, so other work (other
+    processes) held the cores, whatever the GIL did."""
+    kept, idle = waited(result), result.get("idle_cores")
+    if kept is None or idle is None or idle >= IDLE:
+        return None
+    ran, used = kept
+    return (f"contention: the worker threads ran on a core only {ran:.0%} of the time they spent on samples and used "
+            f"{used:.1f} of {result['cores']} cores, while no core stood idle ({idle:.1f} idle on average): other "
+            "processes hold the cores. More threads or backend=process will not help; free the cores (or give the "
+            "stream fewer workers than the cores left)")
+
+
+def gil_bound(result: dict[str, Any]) -> str | None:
+    """Why the worker threads are held back by the GIL, or None: from each thread's CPU time against its time on
+    samples. Threads that ran on a core for much less of that time than they spent, while cores stood idle,
+    waited for the GIL (where no core stood idle they waited for a core: :func:`contended`)."""
+    kept = waited(result)
+    if kept is None or contended(result) is not None:
+        return None
+    ran, used = kept
+    if used > result["cores"] - 1 + 0.5:
         return None
     fix = "the fused C path" if result["fused_reason"] is not None else "fewer Python steps per sample"
     why = f" ({result['fused_reason']})" if result["fused_reason"] is not None else ""
@@ -122,9 +164,9 @@ def bound(result: dict[str, Any]) -> str:
     if wait_share < 0.1:
         return (f"the consumer: it waited only {wait_share:.0%} of the time, so batching "
                 "(or the code using the batches) sets the pace; more threads will not help")
-    gil = gil_bound(result)
-    if gil is not None:
-        return gil
+    held = contended(result) or gil_bound(result)
+    if held is not None:
+        return held
     worker = max(WORKER_STAGES, key=lambda k: result["stages"][k])
     busy = sum(result["busy"].values()) / max(1, len(result["busy"])) / result["seconds"]
     more = "more threads may help" if busy < 0.8 else "the workers are busy: more cores or less work per sample"

@@ -6,6 +6,7 @@ import os
 import sys
 import threading
 from collections.abc import Iterator
+from typing import Any
 from contextlib import contextmanager, nullcontext
 
 import click
@@ -22,10 +23,30 @@ IMPORT_FORMATS = list(FORMATS)
 """The import formats' names; ``-f`` also takes PicPac's numbers (``picpac.sources.base.PICPAC_NUMBERS``)."""
 
 
+class _UsageError(click.UsageError):
+    """click's usage error (an unknown option or command, a missing argument, a bad value) shown as docs/cli.md
+    promises every error: one line, ``picpac: error: ...``, exit status 2 (click's own is four lines)."""
+
+    def __init__(self, original: click.UsageError):
+        super().__init__(original.format_message(), original.ctx)
+
+    def show(self, file: Any = None) -> None:
+        root = self.ctx.find_root().info_name if self.ctx is not None else "picpac"
+        where = self.ctx.command_path if self.ctx is not None else root
+        message = self.format_message().rstrip(".").replace("\n", " ")
+        click.echo(f"{root}: error: {message}; `{where} --help` lists the options", err=True)
+
+
 class _ReportErrors:
-    """Print a PicPacError as one line on stderr and exit 2, without a traceback. SIGTERM and SIGHUP unwind
-    like Ctrl-C (:func:`picpac.file.durable.exit_on_signals`), so every temporary file is removed; then
-    one line on stderr and exit status 128 + the signal's number (143 for SIGTERM)."""
+    """Print a PicPacError (or a usage error) as one line on stderr and exit 2, without a traceback. SIGTERM and
+    SIGHUP unwind like Ctrl-C (:func:`picpac.file.durable.exit_on_signals`), so every temporary file is removed;
+    then one line on stderr and exit status 128 + the signal's number (143 for SIGTERM)."""
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:
+            return super().make_context(*args, **kwargs)
+        except click.UsageError as exc:
+            raise exc if isinstance(exc, _UsageError) else _UsageError(exc) from None
 
     def invoke(self, ctx: click.Context):
         try:
@@ -33,6 +54,8 @@ class _ReportErrors:
             main_thread = threading.current_thread() is threading.main_thread()
             with durable.exit_on_signals() if main_thread else nullcontext():
                 return super().invoke(ctx)
+        except click.UsageError as exc:
+            raise exc if isinstance(exc, _UsageError) else _UsageError(exc) from None
         except PicPacError as exc:
             message = str(exc).replace("\r", "\\r").replace("\n", "\\n")  # one line, whatever a path holds
             click.echo(f"{ctx.find_root().info_name}: error: {message}", err=True)
@@ -83,7 +106,10 @@ def main() -> None:
 
 def _import_options(f):
     f = click.option("--strict", is_flag=True,
-                     help="Fail on the first missing, undecodable or too large file, writing nothing.")(f)
+                     help="Fail on the first missing, undecodable, damaged or too large file, writing nothing.")(f)
+    f = click.option("--keep-damaged", is_flag=True,
+                     help="Import damaged JPEGs (libjpeg warns: \"Corrupt JPEG data ...\") as libjpeg fills them in, "
+                          "listing them [default: skip them, listing them].")(f)
     f = click.option("--max-size", type=click.IntRange(min=1), default=None,
                      help="Downsize images whose longer side exceeds N pixels and re-encode them.")(f)
     f = click.option("--max-pixels", type=click.IntRange(min=0), default=MAX_PIXELS, show_default=True,
@@ -182,8 +208,8 @@ def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str |
         click.echo(report.summary())
         return
     ctx = click.get_current_context()
-    given = [name for name in ("fmt", "labels", "classes", "strict", "max_size", "max_pixels", "threads", "root",
-                               "shard_size", "label_kind", "label_column", "class_name_column")
+    given = [name for name in ("fmt", "labels", "classes", "strict", "keep_damaged", "max_size", "max_pixels",
+                               "threads", "root", "shard_size", "label_kind", "label_column", "class_name_column")
              if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
     if given:
         shown = [("-f/--format" if n == "fmt" else "--" + n.replace("_", "-")) for n in given]

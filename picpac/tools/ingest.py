@@ -4,7 +4,7 @@ from __future__ import annotations
 import os
 import time
 from contextlib import closing
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
@@ -48,6 +48,8 @@ class ImportReport:
     """With ``shard_size``: the database path given, when the index took another name (``.shards``)."""
     classes: list[str] | None = None
     """The class names written (metadata ``classes``, indexed by class id, "" for unnamed ids)."""
+    damaged: list[tuple[str, str]] = field(default_factory=list)
+    """(image path, what libjpeg said) for every damaged JPEG imported (``keep_damaged``)."""
 
     def summary(self) -> str:
         """Multi-line report: what was imported with the classes, then every skipped file and why."""
@@ -61,6 +63,9 @@ class ImportReport:
         if self.skipped:
             lines.append(f"skipped {len(self.skipped)}:")
             lines += [f"  {path}: {reason}" for path, reason in self.skipped]
+        if self.damaged:
+            lines.append(f"imported {len(self.damaged)} damaged (--keep-damaged), served as libjpeg fills them in:")
+            lines += [f"  {path}: {reason}" for path, reason in self.damaged]
         return "\n".join(lines)
 
 
@@ -82,6 +87,8 @@ class _Record:
     fields: dict[str, bytes]
     meta: dict[str, Any]
     source_bytes: int
+    damage: str | None = None
+    """What libjpeg said of the image or mask (kept with ``keep_damaged``)."""
 
 
 class _Skip(Exception):
@@ -96,11 +103,13 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                    classes: str | os.PathLike | None = None,
                    shard_size: int | str | None = None, label_kind: str = "auto",
                    label_column: str | int | None = None,
-                   class_name_column: str | int | None = None) -> ImportReport:
+                   class_name_column: str | int | None = None, keep_damaged: bool = False) -> ImportReport:
     """Import the images of ``src`` (laid out as ``format``, a name or PicPac's number; `picpac docs import`) into database ``db``.
 
     Every image (and mask) is decoded once on ``threads`` threads to check it; missing or
     undecodable files are skipped and listed in the report, or with ``strict`` fail the import; so are
+    damaged JPEGs (libjpeg warns: "Corrupt JPEG data ..."; its warning is the reason), which ``keep_damaged``
+    imports instead, listing them in the report's ``damaged``; so are
     images (and masks) whose header declares more than ``max_pixels`` pixels (None or 0: no limit),
     refused before they are decoded, and files that are no regular files (a FIFO, a device, a
     directory) or hold more than ``MAX_FILE_BYTES``, refused unread. A write that fails (a full disk)
@@ -137,8 +146,9 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
     metadata: dict[str, Any] = {"source": listing.source}
     if listing.classes:
         metadata["classes"] = listing.classes
-    load = partial(_load, root=listing.root, max_size=max_size, max_pixels=max_pixels)
+    load = partial(_load, root=listing.root, max_size=max_size, max_pixels=max_pixels, keep_damaged=keep_damaged)
     skipped: list[tuple[str, str]] = []
+    damaged: list[tuple[str, str]] = []
     source_bytes = 0
     with (output_errors(db),
           _writer(db, limit, overwrite, metadata) as writer,
@@ -157,16 +167,18 @@ def import_dataset(src: str | os.PathLike, db: str | os.PathLike, *, format: str
                 continue
             writer.append(outcome.fields, label=item.label, group=item.group, meta=outcome.meta)
             source_bytes += outcome.source_bytes
+            if outcome.damage is not None:
+                damaged.append((outcome.meta["path"], outcome.damage))
         count = len(writer)
         if not count:
             raise ImportFailedError(f"{src}: none of its {len(skipped)} images could be imported, nothing "
                                     f"was written; first problem: {skipped[0][0]}: {skipped[0][1]}")
     if limit is None:
         return ImportReport(db, count, skipped, os.path.getsize(db), source_bytes, time.perf_counter() - start,
-                            listing.source, classes=listing.classes)
+                            listing.source, classes=listing.classes, damaged=damaged)
     return ImportReport(db, count, skipped, sum(os.path.getsize(p) for p in writer.paths), source_bytes,
                         time.perf_counter() - start, listing.source, shards=list(writer.paths),
-                        asked=None if asked == db else asked, classes=listing.classes)
+                        asked=None if asked == db else asked, classes=listing.classes, damaged=damaged)
 
 
 def _writer(db: str, limit: int | None, overwrite: bool, metadata: dict[str, Any]) -> Any:
@@ -240,10 +252,12 @@ def _check_target(db: str, overwrite: bool) -> None:
         raise PathExistsError(f"{db}: already exists; pass --overwrite (overwrite=True) to replace it")
 
 
-def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | None) -> _Record | str:
+def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | None,
+          keep_damaged: bool = False) -> _Record | str:
     """Read and check one item (on a worker thread): the record to write, or why it is skipped."""
+    damage: list[str] = []
     try:
-        data, img = _read_image(item.path, "", max_pixels)
+        data, img = _read_image(item.path, "", max_pixels, damage, keep_damaged)
         fields = {"image": data}
         if item.annotation is not None:
             fields["annotation"] = _checked_json(item.annotation)
@@ -251,7 +265,7 @@ def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | N
                 fields["annotation"] = centres_to_continuous(fields["annotation"], img.shape[1], img.shape[0])
         if item.mask_path is not None:
             what = f"mask {_shown(item.mask_path, root)}: "
-            mask_data, mask = _read_image(item.mask_path, what, max_pixels)
+            mask_data, mask = _read_image(item.mask_path, what, max_pixels, damage, keep_damaged)
             if mask.shape[:2] != img.shape[:2]:
                 raise _Skip(f"{what}{_size(mask)} but the image is {_size(img)}; a mask must match its image")
             fields["mask"] = mask_data
@@ -264,16 +278,25 @@ def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | N
             fields["mask"], _ = _fit(fields["mask"], mask, item.mask_path, max_size, nearest=True)
     width, height, channels = image.shape_of(img)
     meta = {"path": _shown(item.path, root), "width": width, "height": height, "channels": channels}
-    return _Record(fields, meta, source_bytes)
+    return _Record(fields, meta, source_bytes, "; ".join(damage) or None)
 
 
-def _read_image(path: str, what: str, max_pixels: int | None) -> tuple[bytes, np.ndarray]:
+def _read_image(path: str, what: str, max_pixels: int | None, damage: list[str],
+                keep_damaged: bool) -> tuple[bytes, np.ndarray]:
     """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons. A file that
-    is not a regular one (a FIFO, a device, a directory) or too large is skipped unread."""
+    is not a regular one (a FIFO, a device, a directory) or too large is skipped unread; a damaged JPEG is skipped,
+    or with ``keep_damaged`` kept, libjpeg's warning added to ``damage``."""
+    warned: list[str] = []
     try:
-        return image.read_image(path, max_pixels=max_pixels, option="--max-pixels (max_pixels=)")
+        data, img = image.read_image(path, max_pixels=max_pixels, option="--max-pixels (max_pixels=)",
+                                     on_damage=warned.append)
     except SourceError as exc:
         raise _Skip(f"{what}{exc.reason}") from None
+    if warned and not keep_damaged:
+        raise _Skip(f"{what}damaged JPEG (libjpeg: {warned[0]}); --keep-damaged (keep_damaged=True) imports it as "
+                    "libjpeg fills it in")
+    damage += [f"{what}{warning}" for warning in warned]
+    return data, img
 
 
 def _checked_json(annotation: bytes) -> bytes:

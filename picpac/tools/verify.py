@@ -36,7 +36,8 @@ class VerifyReport:
     damaged: list[int] = field(default_factory=list)
     """Records that fail their checksum or whose layout is damaged."""
     undecodable: list[int] = field(default_factory=list)
-    """Records with an image (or mask) field that does not decode (only with ``decode=True``)."""
+    """Records with an image (or mask) field that does not decode, or decodes only with libjpeg's warnings (a damaged
+    JPEG: the problem gives the warning) (only with ``decode=True``)."""
 
     @property
     def ok(self) -> bool:
@@ -158,8 +159,11 @@ _UNDECODABLE = "does not decode as an image"
 
 
 def _decode_problem(data: memoryview, max_pixels: int | None) -> str | None:
-    """Why ``data`` does not decode, None when it does."""
+    """Why ``data`` does not decode (or decodes damaged), None when it decodes."""
+    warned: list[str] = []
     try:
-        return None if image.decode(data, max_pixels=max_pixels) is not None else _UNDECODABLE
+        if image.decode(data, max_pixels=max_pixels, on_damage=warned.append) is None:
+            return _UNDECODABLE
+        return f"is a damaged JPEG (libjpeg: {warned[0]})" if warned else None
     except ImageTooLargeError as exc:
         return f"is an image of {exc.advice()}"

@@ -8,6 +8,7 @@ import hashlib
 import importlib.util
 import io
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -43,9 +44,9 @@ print(json.dumps([[hashlib.sha256(dp[0]).hexdigest(), dp[-1], type(dp[-1]).__nam
 """
 
 
-def tensorpack(script: str, *args: str) -> str:
+def tensorpack(script: str, *args: str, env: dict | None = None) -> str:
     return subprocess.run([sys.executable, "-c", script, *args], check=True, capture_output=True, text=True,
-                          timeout=240).stdout
+                          timeout=240, env=None if env is None else {**os.environ, **env}).stdout
 
 
 def test_tensorpacks_lmdb_imports_with_the_opt_in_only(tmp_path):
@@ -62,6 +63,20 @@ def test_tensorpacks_lmdb_imports_with_the_opt_in_only(tmp_path):
             assert bytes(r[i]["image"]) == smooth_jpeg(20 + i, 16, i)
             assert np.array_equal(np.load(io.BytesIO(bytes(r[i]["field2"]))), np.arange(i, i + 4, dtype=np.float32))
         assert r.metadata["source"] == f"tensorpack lmdb {src}"
+
+
+def test_tensorpacks_msgpack_lmdb_imports_without_the_opt_in(tmp_path):
+    """tensorpack before 0.10 (or TENSORPACK_SERIALIZE=msgpack) wrote msgpack, which runs no code: no --unpickle
+    asked for, and no word of pickles."""
+    src = str(tmp_path / "old.lmdb")
+    tensorpack(WRITE, src, TESTS, env={"TENSORPACK_SERIALIZE": "msgpack"})
+    out = run_console("picpac", "import", "--from", "lmdb", src, str(tmp_path / "old.picpac"), cwd=tmp_path)
+    assert out.returncode == 0 and "pickle" not in out.stdout + out.stderr
+    with picpac.Reader(tmp_path / "old.picpac") as r:
+        assert len(r) == 6 and r.labels.tolist() == [i % 3 for i in range(6)] and r.fields == ["image", "field2"]
+        for i in range(6):
+            assert bytes(r[i]["image"]) == smooth_jpeg(20 + i, 16, i)
+            assert np.array_equal(np.load(io.BytesIO(bytes(r[i]["field2"]))), np.arange(i, i + 4, dtype=np.float32))
 
 
 def test_an_export_in_tensorpacks_layout_reads_in_tensorpack(tmp_path):

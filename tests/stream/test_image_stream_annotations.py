@@ -161,7 +161,7 @@ def test_missing_or_bad_annotations_name_the_record(tmp_path):
 def test_image_loader_matches_validation_stream(db, tmp_path):
     config = dict(resize_width=32, resize_height=24, crop_width=20, crop_height=20, mean=[1, 2, 3],
                   transforms=[{"type": "augment.rotate", "range": 30}])
-    loader = picpac.ImageLoader(config)
+    loader = picpac.ImageLoader(config, v2=False)  # (v2's transform dicts: the layout of a stream given keywords)
     with picpac.ImageStream(db, loop=False, shuffle=False, batch=1, perturb=False, **config) as s:
         expected = next(s)[0]
     image = square_record(0)[0]

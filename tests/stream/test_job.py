@@ -54,4 +54,5 @@ def test_pool_is_frozen():
 def test_a_part_is_shared_only_when_said():
     part = Part([np.zeros(2)], (None,), ((),), [4], 0, 1)
     assert part.shared is False and part.made is None
-    assert part._fields == ("images", "targets", "dense", "positions", "padding", "taken", "shared", "made")
+    assert part._fields == ("images", "targets", "dense", "positions", "padding", "taken", "shared", "made", "damaged")
+    assert part.damaged == ()

@@ -110,3 +110,43 @@ def test_the_vocabulary_decides_and_the_key_v2_says_it_outright(photos):
                                  "v2": True})
     meta, images = next(iter(forced))
     assert images.shape == (4, 16, 16, 3) and images.dtype == np.uint8
+
+
+def test_rasterize_keeps_the_dtype_v2_asks_for(tmp_path):
+    """v2's ``{"type": "rasterize", "dtype": "float32"}``: a shape labelled 300 is 300.0, not 300 wrapped to uint8."""
+    path = tmp_path / "big.picpac"
+    doc = {"shapes": [{"type": "rect", "label": 300, "geometry": {"x": 0.25, "y": 0.25, "width": 0.5, "height": 0.5}}]}
+    with picpac.Writer(path) as w:
+        w.append(image=cv2.imencode(".png", np.zeros((16, 16, 3), np.uint8))[1].tobytes(),
+                 annotation=json.dumps(doc).encode(), label=0)
+    for dtype, inside in (("float32", 300.0), ("int32", 300), ("uint8", 255)):  # uint8: saturated, as OpenCV draws
+        config = {"db": str(path), "annotate": [1], "loop": False, "transforms": [{"type": "rasterize", "dtype": dtype}]}
+        (meta, images, labels), = list(picpac.ImageStream(config))
+        assert labels.dtype == np.dtype(dtype) and labels.shape == (1, 16, 16, 1)
+        assert labels[0, 4:12, 4:12, 0].tolist() == [[inside] * 8] * 8 and labels[0, :4].max() == 0
+
+
+def test_image_loader_takes_v2s_layout_from_a_v2_config(photos):
+    """ImageLoader given a v2 config (or v2=True) returns v2's (1, H, W, C) uint8, the batches' layout."""
+    data = open(next(iter(sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG")))), "rb").read()
+    v2 = picpac.ImageLoader({"transforms": [{"type": "resize", "width": 40, "height": 30}]}).load_binary(data)
+    forced = picpac.ImageLoader({"resize_width": 40, "resize_height": 30, "v2": True}).load_binary(data)
+    ours = picpac.ImageLoader({"resize_width": 40, "resize_height": 30}).load_binary(data)
+    assert (v2.shape, v2.dtype, forced.shape, forced.dtype) == ((1, 30, 40, 3), np.uint8, (1, 30, 40, 3), np.uint8)
+    assert (ours.shape, ours.dtype) == ((1, 3, 30, 40), np.float32)
+    assert np.array_equal(ours[0].transpose(1, 2, 0), forced[0].astype(np.float32))
+    meta, streamed = next(iter(picpac.ImageStream({"db": photos, "batch": 1, "loop": False, "shuffle": False,
+                                                   "transforms": [{"type": "resize", "width": 40, "height": 30}]})))
+    assert meta.ids.tolist() == [0] and np.array_equal(streamed, v2)  # the stream's first sample: the same file
+
+
+def test_categories_counts_the_class_ids(photos, squares, tmp_path):
+    """Legacy ``stream.categories()``: the largest label plus one; labels that are no class ids are named."""
+    assert picpac.ImageStream(photos, loop=False).categories() == 5
+    assert picpac.ImageStream(photos, loop=False, split=5, split_fold=0, split_negate=True).categories() == 5
+    assert picpac.ImageStream(squares, loop=False, mixin=photos, mixin_group_delta=20).categories() == 25
+    path = tmp_path / "regression.picpac"
+    with picpac.Writer(path) as w:
+        w.append(image=cv2.imencode(".png", np.zeros((4, 4, 3), np.uint8))[1].tobytes(), label=0.5)
+    with pytest.raises(picpac.PicPacValueError, match=r"label 0\.5 is no class id"):
+        picpac.ImageStream(path, loop=False).categories()

@@ -42,7 +42,7 @@ def db(jpegs, tmp_path_factory) -> Path:
 def test_the_same_images_as_the_stream(db, jpegs, config):
     with picpac.ImageStream(db, batch=1, shuffle=False, loop=False, perturb=False, workers=1, **config) as stream:
         streamed = [batch[0] for batch in stream]
-    loader = ImageLoader(config)
+    loader = ImageLoader(**config)  # (keywords, as the stream's: the same layout)
     channels = 1 if config.get("channels") == 1 else 3
     for jpeg, want in zip(jpegs, streamed, strict=True):
         got = loader.load_path(jpeg)

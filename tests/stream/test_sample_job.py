@@ -53,8 +53,8 @@ def keys_of(positions, epochs=None) -> Keys:
 # -- one unit -------------------------------------------------------------------------------------------------------
 def test_a_unit_is_one_sample_of_its_source_and_record(readers):
     job = job_of(readers, dtype="uint8")
-    image, (target, dense) = job((0, 3, 0, 0, 7, 7.0))  # index, position, epoch, source, record, label
-    assert image.shape == (3, 4, 6) and image.dtype == np.uint8 and target is None and dense == ()
+    image, (target, dense, damage) = job((0, 3, 0, 0, 7, 7.0))  # index, position, epoch, source, record, label
+    assert image.shape == (3, 4, 6) and image.dtype == np.uint8 and target is None and dense == () and damage is None
     assert image[:, 0, 0].tolist() == list(fill(7))[::-1]  # RGB
     image, _ = job((1, 12, 0, 1, 2, 102.0))  # the mixin's record 2
     assert image[:, 0, 0].tolist() == list(fill(102))[::-1] and (image == image[:, :1, :1]).all()
@@ -67,7 +67,7 @@ def test_a_detect_unit_carries_its_target(tmp_path):
                  annotation=b'{"shapes": [{"type": "rect", "label": 2, '
                             b'"geometry": {"x": 0.25, "y": 0.5, "width": 0.5, "height": 0.25}}]}')
     with picpac.Reader(path) as reader:
-        _, (boxes, dense) = job_of([reader], task="detect")((0, 0, 0, 0, 0, 0.0))
+        _, (boxes, dense, _) = job_of([reader], task="detect")((0, 0, 0, 0, 0, 0.0))
     assert boxes.tolist() == [[2, 10, 10, 30, 15]] and dense == ()
 
 
@@ -89,9 +89,9 @@ def test_a_pickled_job_makes_the_same_output(readers):
     assert (copy.group, copy.window, copy.chunk, copy.skip_errors, copy.seed) == (3, job.window, job.chunk, True, 11)
     assert copy.cache == {} and copy.profile is None
     for unit in [(0, 0, 0, 0, 1, 1.0), (1, 1, 3, 0, 9, 9.0), (2, 11, 2, 1, 4, 104.0)]:
-        image, (target, dense) = job(unit)
-        again, (target2, dense2) = copy(unit)
-        assert np.array_equal(image, again) and (target, dense) == (target2, dense2)
+        image, (target, dense, damage) = job(unit)
+        again, (target2, dense2, damage2) = copy(unit)
+        assert np.array_equal(image, again) and (target, dense, damage) == (target2, dense2, damage2)
     try:
         for reader in copy.readers:
             assert reader.path in {r.path for r in readers} and reader is not readers[0]

@@ -199,3 +199,18 @@ def test_no_user_facing_string_points_to_the_source_tree():
                     and re.search(r"docs/\w+\.md", node.value)):
                 offenders.add(str(module.relative_to(root)))
     assert not offenders, offenders
+
+
+@pytest.mark.parametrize("args, message", [
+    (("import", "--bogus", "a", "b"), "No such option '--bogus'; `picpac import --help` lists the options"),
+    (("verify",), "Missing argument 'DB...'; `picpac verify --help` lists the options"),
+    (("nosuch",), "No such command 'nosuch'; `picpac --help` lists the options"),
+    (("--bogus",), "No such option '--bogus'; `picpac --help` lists the options"),
+    (("info", "--json", "--shards", "x"), "No such option '--shards'; `picpac info --help` lists the options"),
+    (("bench", "x", "--seconds", "many"), "Invalid value for '--seconds': 'many' is not a valid float range; "
+                                          "`picpac bench --help` lists the options"),
+])
+def test_a_usage_error_is_one_line_as_every_error(args, message):
+    """docs/cli.md: every error, a bad option too, is one line `picpac: error: ...` and exit status 2."""
+    done = run_cli(*args)
+    assert (done.returncode, done.stderr, done.stdout) == (2, f"picpac: error: {message}\n", "")

@@ -28,7 +28,8 @@ from typing import Any
 import numpy as np
 
 from ...engine.processes import _pack, _unpack
-from ...errors import PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from ...errors import FormatError, PicPacError, PicPacTypeError, PicPacValueError, WorkerError
+from ...stores import msgpack_values
 
 MAGIC = b"PPDF"
 VERSION = 1
@@ -294,7 +295,7 @@ def loads(blob: Any, expect: str | None = None, *, unpickle: bool = False) -> An
     code: for files you trust); msgpack, tensorpack's default before, when the ``msgpack`` package is installed."""
     b = memoryview(blob).cast("B")
     if bytes(b[:4]) != MAGIC:
-        if len(b) > 2 and b[0] == 0x80 and 2 <= b[1] <= 5:  # pickle's PROTO opcode, protocols 2 to 5
+        if msgpack_values.is_pickle(b):
             if not unpickle:
                 raise WireFormatError("a stored value is a pickle, as tensorpack's LMDBSerializer writes them since "
                                       "0.10; unpickling runs code, so it is refused unless asked for: "
@@ -308,28 +309,8 @@ def loads(blob: Any, expect: str | None = None, *, unpickle: bool = False) -> An
 
 
 def _loads_tensorpack(b: memoryview) -> Any:
-    """tensorpack's msgpack serialisation (its default before 0.9; TENSORPACK_SERIALIZE=msgpack), with
-    msgpack-numpy's array encoding."""
+    """tensorpack's msgpack serialisation (its default before 0.10; TENSORPACK_SERIALIZE=msgpack)."""
     try:
-        import msgpack
-    except ImportError:
-        raise WireFormatError("a stored value has no picpac head: it looks like tensorpack's msgpack "
-                              "serialisation, which needs `pip install msgpack` to read") from None
-
-    def hook(obj: dict) -> Any:
-        nd = obj.get(b"nd", obj.get("nd"))
-        if nd is None:
-            return obj
-        get = lambda key: obj.get(key.encode(), obj.get(key))  # noqa: E731
-        dtype = np.dtype(get("type").decode() if isinstance(get("type"), bytes) else get("type"))
-        data = get("data")
-        if nd:
-            return np.frombuffer(bytearray(data), dtype).reshape(get("shape"))
-        return np.frombuffer(bytearray(data), dtype)[0]
-
-    try:
-        return msgpack.unpackb(bytes(b), raw=False, object_hook=hook, strict_map_key=False,
-                               max_bin_len=2**31 - 1)
-    except Exception as exc:
-        raise WireFormatError(f"a stored value has no picpac head and is not tensorpack's msgpack either: "
-                              f"{exc}") from None
+        return msgpack_values.loads(b)
+    except FormatError as exc:
+        raise WireFormatError(f"a stored value has no picpac head: {exc}") from None

@@ -246,7 +246,7 @@ def test_loads_reads_tensorpacks_msgpack_values():
     image, number, name, mapping = codec.loads(value)
     assert image.dtype == np.float32 and image.tolist() == [[0, 1, 2], [3, 4, 5]] and image.flags.writeable
     assert number == -4 and number.dtype == np.int16 and name == "name" and mapping == {"k": 1}
-    with pytest.raises(WireFormatError, match=r"^a stored value has no picpac head and is not tensorpack's msgpack "
+    with pytest.raises(WireFormatError, match=r"^a stored value has no picpac head: it is not tensorpack's msgpack "
                                               r"either: "):
         codec.loads(b"\xc1 not msgpack")
 
