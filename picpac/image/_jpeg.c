@@ -72,7 +72,7 @@ static void on_message(j_common_ptr info, int level) {
 }
 
 enum { GRAY = 0, BGR = 1, RGB = 2, STORED = 3 }; /* STORED: grey for a greyscale JPEG, else BGR */
-enum { OK = 0, FAILED = -1, UNSUPPORTED = -2, TOO_LARGE = -3 };
+enum { OK = 0, FAILED = -1, UNSUPPORTED = -2, TOO_LARGE = -3, NO_MEMORY = -4 };
 enum { MAX_REGION = 65535 }; /* a JPEG's sides are 16-bit: no region of one is larger */
 #define DEFAULT_MAX_PIXELS (1ULL << 28) /* picpac.image.decoding.MAX_PIXELS */
 enum { MIN_WIDTH = 32 }; /* pixels: at least 2 iMCUs of 4:2:0 at full scale */
@@ -233,6 +233,30 @@ static PyObject *new_pixels(size_t size) {
     return pixels;
 }
 
+/* A decoder whose errors and warnings go to on_error and on_message; ``collect``: warnings are counted, not failures. */
+static void init_decoder(Decoder *d, int collect) {
+    memset(d, 0, sizeof *d);
+    d->info.err = jpeg_std_error(&d->error.pub);
+    d->error.pub.error_exit = on_error;
+    d->error.pub.emit_message = on_message;
+    d->error.collect = collect;
+}
+
+/* Rows [y, y + height) of ``stride`` bytes read into a new bytearray ``*pixels``, made with the GIL held and filled
+ * without it; NO_MEMORY, with a MemoryError set, when it cannot be made. */
+static int read_pixels(Decoder *d, JDIMENSION y, JDIMENSION height, size_t stride, PyObject **pixels) {
+    unsigned char *out;
+    int status;
+    *pixels = new_pixels(stride * (size_t)height);
+    if (*pixels == NULL)
+        return NO_MEMORY;
+    out = (unsigned char *)PyByteArray_AS_STRING(*pixels);
+    Py_BEGIN_ALLOW_THREADS
+    status = read_rows(d, y, height, out, stride);
+    Py_END_ALLOW_THREADS
+    return status;
+}
+
 PyDoc_STRVAR(decode_doc,
 "decode(data, reduction, x, y, width, height, mode, max_pixels=2**28) -> (pixels, x0, row_width) | None\n\n"
 "Decode rows [y, y + height) of a JPEG at scale 1/reduction (1, 2, 4 or 8), reconstructing only the\n"
@@ -265,34 +289,21 @@ static PyObject *decode(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "decode: bad reduction, mode or region");
         return NULL;
     }
-    memset(&d, 0, sizeof d);
-    d.info.err = jpeg_std_error(&d.error.pub);
-    d.error.pub.error_exit = on_error;
-    d.error.pub.emit_message = on_message;
+    init_decoder(&d, 0);
     cx = (JDIMENSION)x;
     cw = (JDIMENSION)width;
     Py_BEGIN_ALLOW_THREADS
     status = start(&d, data.buf, (size_t)data.len, reduction, mode, (JDIMENSION)y, (JDIMENSION)height, &cx, &cw,
                    max_pixels);
     Py_END_ALLOW_THREADS
-    if (status == OK) {
-        size_t stride = (size_t)cw * (size_t)d.info.output_components;
-        pixels = new_pixels(stride * (size_t)height);
-        if (pixels == NULL) {
-            jpeg_destroy_decompress(&d.info);
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        {
-            unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(pixels);
-            Py_BEGIN_ALLOW_THREADS
-            status = read_rows(&d, (JDIMENSION)y, (JDIMENSION)height, out, stride);
-            Py_END_ALLOW_THREADS
-        }
-    }
+    if (status == OK)
+        status = read_pixels(&d, (JDIMENSION)y, (JDIMENSION)height, (size_t)cw * (size_t)d.info.output_components,
+                             &pixels);
     if (d.created)
         jpeg_destroy_decompress(&d.info);
     PyBuffer_Release(&data);
+    if (status == NO_MEMORY)
+        return NULL;
     if (status != OK) {
         Py_XDECREF(pixels);
         if (status == TOO_LARGE)
@@ -327,32 +338,18 @@ static PyObject *image(PyObject *module, PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "image: bad reduction or mode");
         return NULL;
     }
-    memset(&d, 0, sizeof d);
-    d.info.err = jpeg_std_error(&d.error.pub);
-    d.error.pub.error_exit = on_error;
-    d.error.pub.emit_message = on_message;
-    d.error.collect = 1;
+    init_decoder(&d, 1);
     Py_BEGIN_ALLOW_THREADS
     status = begin(&d, data.buf, (size_t)data.len, reduction, mode, max_pixels);
     Py_END_ALLOW_THREADS
-    if (status == OK) {
-        size_t stride = (size_t)d.info.output_width * (size_t)d.info.output_components;
-        pixels = new_pixels(stride * d.info.output_height);
-        if (pixels == NULL) {
-            jpeg_destroy_decompress(&d.info);
-            PyBuffer_Release(&data);
-            return NULL;
-        }
-        {
-            unsigned char *out = (unsigned char *)PyByteArray_AS_STRING(pixels);
-            Py_BEGIN_ALLOW_THREADS
-            status = read_rows(&d, 0, d.info.output_height, out, stride);
-            Py_END_ALLOW_THREADS
-        }
-    }
+    if (status == OK)
+        status = read_pixels(&d, 0, d.info.output_height,
+                             (size_t)d.info.output_width * (size_t)d.info.output_components, &pixels);
     if (d.created)
         jpeg_destroy_decompress(&d.info);
     PyBuffer_Release(&data);
+    if (status == NO_MEMORY)
+        return NULL;
     if (status == UNSUPPORTED)
         Py_RETURN_NONE;
     if (status == TOO_LARGE)
@@ -577,10 +574,7 @@ static PyObject *sample(PyObject *module, PyObject *args) {
         PyBuffer_Release(&data);
         return NULL;
     }
-    memset(&d, 0, sizeof d);
-    d.info.err = jpeg_std_error(&d.error.pub);
-    d.error.pub.error_exit = on_error;
-    d.error.pub.emit_message = on_message;
+    init_decoder(&d, 0);
     left = x > 0 ? x - 1 : 0; /* one more column each side, as picpac.image.decoding asks for */
     cx = (JDIMENSION)left;
     cw = (JDIMENSION)(width + x - left + 1);
