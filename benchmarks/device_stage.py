@@ -5,12 +5,13 @@ costs against warping each sample alone.
    the first N) per workload,
    ImageStream(device=D) against the CPU path (device=None) with the same seed: labels equal, and the mean absolute
    difference per image in levels of 255 (mean over the images, and the worst image); for segmentation, the share of
-   mask pixels that differ. D is 'cuda' where torch sees a GPU (nvJPEG decodes there), else 'cpu' (the same stage in
-   torch, the CPU path's decoder).
+   mask pixels that differ. D is 'cuda' where torch sees a GPU (nvImageCodec or nvJPEG decodes there), else 'cpu' (the
+   same stage in torch, the CPU path's decoder); ``--emulate`` runs the stage on the CPU with the GPU's decoding code,
+   nvImageCodec's regions and the box averages that stand for a reduced decode, over its CPU backend.
 2. Warp: img/s of warp.warp over batches of the stage's own inputs (the pooled crops of W1 samples) against the
    same geometry warped one sample per grid_sample call, both on D, with the ratio measured in the same run.
 
-    python benchmarks/device_stage.py [--device cuda|cpu] [--batch 256] [--repeats 5] [--samples 250]
+    python benchmarks/device_stage.py [--device cuda|cpu] [--emulate] [--batch 256] [--repeats 5] [--samples 250]
 """
 from __future__ import annotations
 
@@ -38,6 +39,9 @@ WORKLOADS = {
     "PicPac pert_* (angle, scale, flip)": {"perturb": True, "pert_angle": 15, "pert_min_scale": 0.5,
                                            "pert_max_scale": 0.8, "pert_hflip": True, "resize_width": 320,
                                            "resize_height": 240, "crop_width": 160, "crop_height": 128},
+    "resize 224x32 (one axis shrinks 12x)": {"resize_width": 224, "resize_height": 32},
+    "resize 1x224 (a row averaged whole)": {"resize_width": 1, "resize_height": 224},
+    "resize 640x48 (x grows, y shrinks)": {"resize_width": 640, "resize_height": 48},
 }
 
 
@@ -57,6 +61,21 @@ def database(folder: str, masks: bool, samples: int) -> str:
                 fields["mask"] = cv2.imencode(".png", mask)[1].tobytes()
             w.append(**fields)
     return path
+
+
+def emulate_cuda_decoding() -> None:
+    """The stage on the CPU decodes JPEGs as on CUDA: nvImageCodec's regions (its CPU backend) and pinned-style host
+    buffers, instead of leaving them to the planning threads."""
+    import torch
+
+    from picpac.device import stage
+    from picpac.device.decoders import NvImageCodec
+    made = stage.DeviceStage.__init__
+
+    def init(self, *args, **kwargs):
+        made(self, *args, **kwargs)
+        self.jpeg, self.host = NvImageCodec(torch.device("cpu"), self.channels), stage.HostBuffers(torch.device("cpu"))
+    stage.DeviceStage.__init__ = init
 
 
 def stream(db: str, device: str | None, **keys) -> list[tuple]:
@@ -131,14 +150,19 @@ def main() -> int:
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--samples", type=int, default=250, help="the first N JPEGs of the data")
+    ap.add_argument("--emulate", action="store_true",
+                    help="device cpu, JPEGs decoded as on CUDA: by nvImageCodec (its CPU backend), in regions")
     args = ap.parse_args()
     try:
         import torch
     except ImportError:
         print("benchmarks/device_stage.py needs torch: pip install 'picpac[gpu]'", file=sys.stderr)
         return 2
-    device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = args.device or ("cuda" if torch.cuda.is_available() and not args.emulate else "cpu")
     where = torch.cuda.get_device_name(device) if device.startswith("cuda") else "the CPU"
+    if args.emulate:
+        emulate_cuda_decoding()
+        where += " (JPEGs decoded as on CUDA, by nvImageCodec's CPU backend)"
     print(f"device stage on {where}; data {DATA}\n")
     with tempfile.TemporaryDirectory(prefix="picpac-device-") as folder:
         agreement(folder, device, args.samples)

@@ -177,25 +177,28 @@ static int two_taps(int ssize, int dsize, int area_mode, Axis *a) {
 }
 
 /* AREA where the axis shrinks: output d averages [d * scale, (d + 1) * scale) of the source, each source pixel
- * weighted by how much of it the cell covers; the weights rounded to ONE in all (the largest takes the rest). */
+ * weighted by how much of it the cell covers. The weights are rounded cumulatively (each the difference of the rounded
+ * running coverage), so that they sum to ONE and no one takes the others' rounding: a cell of hundreds of pixels (a
+ * 500-pixel row averaged to one) stays within half a level of the exact mean. */
 static int area_taps(int ssize, int dsize, Axis *a) {
     double scale = (double)ssize / dsize;
     int taps = (int)ceil(scale) + 1, d, t;
     if (axis_alloc(a, dsize, taps) < 0)
         return -1;
     for (d = 0; d < dsize; d++) {
-        double start = d * scale, end = d == dsize - 1 ? ssize : (d + 1) * scale;
-        int first = (int)floor(start), n = 0, largest = 0, sum = 0, s;
+        double start = d * scale, end = d == dsize - 1 ? ssize : (d + 1) * scale, covered = 0;
+        int first = (int)floor(start), n = 0, s;
+        int32_t before = 0;
         int *ofs = a->ofs + (size_t)d * taps;
         int32_t *w = a->w + (size_t)d * taps;
         for (s = first; s < ssize && s < end && n < taps; s++, n++) {
-            double cover = (s + 1 < end ? s + 1 : end) - (s > start ? s : start);
+            int32_t upto;
+            covered += (s + 1 < end ? s + 1 : end) - (s > start ? s : start);
+            upto = s + 1 < ssize && s + 1 < end ? (int32_t)lrint(covered / (end - start) * ONE) : ONE;
             ofs[n] = s;
-            w[n] = (int32_t)lrint(cover / (end - start) * ONE);
-            sum += w[n];
-            largest = w[n] > w[largest] ? n : largest;
+            w[n] = upto - before;
+            before = upto;
         }
-        w[largest] += ONE - sum;
         for (t = n; t < taps; t++)
             ofs[t] = ofs[n - 1], w[t] = 0;
     }

@@ -211,7 +211,7 @@ def jpegs(tmp_path_factory) -> Path:
     return path
 
 
-RECORDED = {"W1": "274cea8988c06008", "W2": "0927358e03494a6d"}
+RECORDED = {"W1": "93de91cd08c3fc61", "W2": "0927358e03494a6d"}
 """The first 16 hex digits of SHA-256 over an epoch's batches (images, then labels) of W1 and W2 on the 250 JPEGs, seed 4:
 recorded once, the same on every OpenCV release and CPU (CI runs this on several OpenCV releases). They change only
 where picpac's arithmetic changes on purpose (or libjpeg-turbo's decoding does)."""
