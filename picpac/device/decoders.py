@@ -11,6 +11,8 @@ tensors) to (C, H, W) uint8 tensors on the device, None where a JPEG is refused.
 from __future__ import annotations
 
 import importlib
+import re
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,6 +23,9 @@ from ..errors import require
 from .warp import torch
 
 WHO = "picpac's device stage (the config key device)"
+NVIMGCODEC = (0, 9)
+"""The oldest nvImageCodec whose API the stage uses (``DecodeParams(sample_format=...)``, ``NVIMGCODEC_DEVICE_CPU_ONLY``,
+both new in 0.9); pyproject's extras allow 0.9.x."""
 Region = tuple[int, int, int, int]
 """(x0, y0, x1, y1): the pixels of an image a decoder with ``roi`` decodes."""
 
@@ -32,6 +37,10 @@ class NvImageCodec:
 
     def __init__(self, device: Any, channels: int):
         nv = self.nv = importlib.import_module("nvidia.nvimgcodec")
+        version = getattr(nv, "__version__", "0")
+        if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) < NVIMGCODEC:
+            raise RuntimeError(f"nvImageCodec {version} is older than the {'.'.join(map(str, NVIMGCODEC))} whose API the "
+                               "stage uses: pip install 'nvidia-nvimgcodec-cu12[nvjpeg]>=0.9,<0.10' (or -cu13)")
         self.device = device
         if device.type == "cuda":
             index = torch.cuda.current_device() if device.index is None else device.index
@@ -93,8 +102,20 @@ class NvJpeg:
 
 def decoder(device: Any, channels: int) -> NvImageCodec | NvJpeg:
     """The decoder for ``device``: nvImageCodec where it is installed and starts, else torchvision's nvJPEG (or a
-    MissingFrameworkError naming ``picpac[gpu]``)."""
+    MissingFrameworkError naming ``picpac[gpu]``). An nvImageCodec installed that does not start (another version's
+    API, no decoders for this device, any failure of its probe) is never a crash: a RuntimeWarning says why, and so
+    does the decoder's name (``stats()["device_decoder"]``)."""
     try:
         return NvImageCodec(device, channels)
-    except (ImportError, RuntimeError, AttributeError):
-        return NvJpeg(device, channels)
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("nvidia", "nvidia.nvimgcodec"):
+            raise
+        why = None  # not installed: torchvision's decoder, as documented
+    except Exception as exc:  # whatever an installed nvImageCodec raises, the stage goes on without it
+        why = f"nvImageCodec does not start here ({type(exc).__name__}: {exc})"
+        warnings.warn(f"picpac's device stage: {why}; torchvision's nvJPEG decodes instead", RuntimeWarning,
+                      stacklevel=2)
+    fallback = NvJpeg(device, channels)
+    if why is not None:
+        fallback.name += f"; {why}"
+    return fallback

@@ -1,6 +1,7 @@
 """The device's JPEG decoders: nvImageCodec decodes the planned regions (tested here on its CPU backend,
 libjpeg-turbo: the CPU path's bytes), a JPEG it refuses is None in its place and the stage decodes it on the CPU;
 torchvision's nvJPEG names the extra that installs it."""
+import re
 import sys
 
 import cv2
@@ -94,3 +95,30 @@ def test_an_nvimagecodec_without_decoders_for_the_device_is_passed_over(monkeypa
     monkeypatch.setitem(sys.modules, "torchvision", None)
     with pytest.raises(MissingFrameworkError, match="torchvision"):  # the next decoder is tried
         decoder(torch.device("cpu"), 3)
+
+
+@pytest.mark.parametrize("breaks, why", [
+    ("version", r"nvImageCodec 0\.7\.0 is older than the 0\.9 whose API the stage uses"),
+    ("api", r"TypeError: __init__\(\): incompatible constructor arguments"),
+])
+def test_an_nvimgcodec_that_does_not_start_is_a_named_fallback_never_a_crash(monkeypatch, breaks, why):
+    """0.7 and 0.8 lack DecodeParams(sample_format=...): a TypeError, which once escaped; an older version is named."""
+    nv = pytest.importorskip("nvidia.nvimgcodec", reason="nvImageCodec is not installed")
+    if breaks == "version":
+        monkeypatch.setattr(nv, "__version__", "0.7.0")
+    else:
+        def old_params(**kwargs):
+            raise TypeError("__init__(): incompatible constructor arguments. The following argument types are "
+                            "supported: (apply_exif_orientation: bool = True, color_spec: ColorSpec = SRGB)")
+        monkeypatch.setattr(nv, "DecodeParams", old_params)
+    try:
+        import torchvision.io  # noqa: F401
+    except ImportError:  # without torchvision, the fallback names the extra that installs it
+        with pytest.warns(RuntimeWarning, match=f"picpac's device stage: nvImageCodec does not start here .*{why}.*; "
+                          "torchvision's nvJPEG decodes instead"):
+            with pytest.raises(MissingFrameworkError, match=r"pip install 'picpac\[gpu\]'"):
+                decoder(torch.device("cpu"), 3)
+        return
+    with pytest.warns(RuntimeWarning, match=why):
+        chosen = decoder(torch.device("cpu"), 3)
+    assert isinstance(chosen, NvJpeg) and re.search(why, chosen.name)
