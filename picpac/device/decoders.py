@@ -6,11 +6,15 @@ tensors) to (C, H, W) uint8 tensors on the device, None where a JPEG is refused.
   decodes only the planned region of each image (``roi``). On the CPU it runs libjpeg-turbo (tests).
 * :class:`NvJpeg`: torchvision's batched nvJPEG (``pip install 'picpac[gpu]'``): whole images.
 
-:func:`decoder` picks the first that is installed.
+:func:`decoder` picks the first that is installed and decodes a probe JPEG on the device. nvImageCodec's own log lines
+are silenced (``PYNVIMGCODEC_VERBOSITY=0`` unless set): the stage names each refused record in a warning instead.
+Images come out of nvImageCodec by DLPack, whose export leaks nothing (its ``__cuda_array_interface__`` and
+``__array_interface__`` each leak a Python int per read in 0.9).
 """
 from __future__ import annotations
 
 import importlib
+import os
 import re
 import warnings
 from collections.abc import Sequence
@@ -20,6 +24,7 @@ import cv2
 import numpy as np
 
 from ..errors import require
+from ..engine.threads import usable_cores
 from .warp import torch
 
 WHO = "picpac's device stage (the config key device)"
@@ -30,12 +35,27 @@ Region = tuple[int, int, int, int]
 """(x0, y0, x1, y1): the pixels of an image a decoder with ``roi`` decodes."""
 
 
+def probe_jpeg() -> np.ndarray:
+    """A 16x16 grey JPEG: what each decoder must decode on the device before the stage takes it."""
+    return np.frombuffer(cv2.imencode(".jpg", np.full((16, 16, 3), 128, np.uint8))[1].tobytes(), np.uint8).copy()
+
+
+def cpu_threads() -> int:
+    """nvImageCodec's own CPU threads (its default: one per core, beside the stream's planning threads): a quarter of
+    the usable cores, at least 2."""
+    return max(2, usable_cores() // 4)
+
+
 class NvImageCodec:
-    """nvImageCodec's batched decode, a region per image; the hardware engines first on CUDA."""
+    """nvImageCodec's batched decode, a region per image; the hardware engines first on CUDA. ``bgr``: 3 channels
+    decoded to BGR (else RGB)."""
 
     roi = True
 
-    def __init__(self, device: Any, channels: int):
+    def __init__(self, device: Any, channels: int, bgr: bool = False):
+        self.bgr_out = bgr and channels == 3
+        """Whether it decodes 3 channels straight to BGR (no flip on the device)."""
+        os.environ.setdefault("PYNVIMGCODEC_VERBOSITY", "0")  # (read when the module loads)
         nv = self.nv = importlib.import_module("nvidia.nvimgcodec")
         version = getattr(nv, "__version__", "0")
         if tuple(int(n) for n in re.findall(r"\d+", version)[:2]) < NVIMGCODEC:
@@ -45,16 +65,16 @@ class NvImageCodec:
         if device.type == "cuda":
             index = torch.cuda.current_device() if device.index is None else device.index
             backends = [nv.Backend(kind) for kind in (nv.HW_GPU_ONLY, nv.GPU_ONLY, nv.HYBRID_CPU_GPU)]
-            self.decoder = nv.Decoder(device_id=index, backends=backends)
+            self.decoder = nv.Decoder(device_id=index, max_num_cpu_threads=cpu_threads(), backends=backends)
         else:
-            self.decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, backends=[nv.Backend(nv.CPU_ONLY)])
+            self.decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=cpu_threads(),
+                                      backends=[nv.Backend(nv.CPU_ONLY)])
         self.params = nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.GRAY if channels == 1 else nv.SRGB,
-                                      sample_format=nv.I_Y if channels == 1 else nv.I_RGB)
+                                      sample_format=nv.I_Y if channels == 1 else nv.I_BGR if bgr else nv.I_RGB)
         where = "hardware engines or CUDA" if device.type == "cuda" else "CPU"
         self.name = f"nvImageCodec {getattr(nv, '__version__', '')} ({where}, regions)"
         # installed without its decoders for this device (nvidia-nvjpeg-cu12 missing, say), it refuses every JPEG
-        probe = np.frombuffer(cv2.imencode(".jpg", np.full((16, 16, 3), 128, np.uint8))[1].tobytes(), np.uint8)
-        if self([torch.from_numpy(probe.copy())], [(0, 0, 16, 16)])[0] is None:
+        if self([torch.from_numpy(probe_jpeg())], [(0, 0, 16, 16)])[0] is None:
             raise RuntimeError(f"nvImageCodec decodes no JPEG on {device} here (are its decoders installed? "
                                "pip install 'nvidia-nvimgcodec-cu12[nvjpeg]')")
 
@@ -70,22 +90,34 @@ class NvImageCodec:
         return [None if image is None else self._tensor(image).permute(2, 0, 1) for image in images]
 
     def _tensor(self, image: Any) -> Any:
-        """An (H, W, C) image as a tensor on the device (on CUDA without a copy)."""
-        if image.buffer_kind == self.nv.ImageBufferKind.STRIDED_DEVICE:
-            return torch.as_tensor(image, device=self.device)
-        return torch.from_numpy(np.asarray(image.cpu())).to(self.device)
+        """An (H, W, C) image as a tensor on the device: by DLPack (on CUDA without a copy). nvImageCodec 0.9 exports
+        no DLPack of a host image without a CUDA driver (its CPU backend on a machine without a GPU: tests): that one
+        is read by ``__array_interface__``, which leaks a Python int per image there."""
+        try:
+            tensor = torch.from_dlpack(image)
+        except RuntimeError:
+            if image.buffer_kind == self.nv.ImageBufferKind.STRIDED_DEVICE:
+                raise
+            tensor = torch.from_numpy(np.asarray(image))
+        return tensor if tensor.device == self.device else tensor.to(self.device)
 
 
 class NvJpeg:
-    """torchvision's batched nvJPEG decode: whole images."""
+    """torchvision's batched nvJPEG decode: whole images, RGB."""
 
     roi = False
+    bgr_out = False
 
-    def __init__(self, device: Any, channels: int):
+    def __init__(self, device: Any, channels: int, bgr: bool = False):
         io = require("torchvision.io", "gpu", WHO)
         self.mode = io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB
         self.decode, self.device = io.decode_jpeg, device
         self.name = "torchvision nvJPEG (whole images)"
+        try:  # a torchvision built without nvJPEG refuses every JPEG on the device
+            self.decode(torch.from_numpy(probe_jpeg()), mode=self.mode, device=self.device)
+        except RuntimeError as exc:
+            raise NoDecoderError(f"torchvision {getattr(require('torchvision', 'gpu', WHO), '__version__', '')} "
+                                 f"decodes no JPEG on {device} ({exc})") from None
 
     def __call__(self, datas: Sequence[Any], regions: Sequence[Region]) -> list:
         try:
@@ -100,13 +132,19 @@ class NvJpeg:
             return out
 
 
-def decoder(device: Any, channels: int) -> NvImageCodec | NvJpeg:
-    """The decoder for ``device``: nvImageCodec where it is installed and starts, else torchvision's nvJPEG (or a
-    MissingFrameworkError naming ``picpac[gpu]``). An nvImageCodec installed that does not start (another version's
-    API, no decoders for this device, any failure of its probe) is never a crash: a RuntimeWarning says why, and so
-    does the decoder's name (``stats()["device_decoder"]``)."""
+class NoDecoderError(RuntimeError):
+    """A decoder is installed but decodes no JPEG on the device."""
+
+
+def decoder(device: Any, channels: int, bgr: bool = False) -> NvImageCodec | NvJpeg | None:
+    """The decoder for ``device`` (3 channels as BGR with ``bgr``): nvImageCodec where it is installed and starts,
+    else torchvision's nvJPEG (or a MissingFrameworkError naming ``picpac[gpu]``), each tried on ``device`` with a
+    probe JPEG. An nvImageCodec installed that does not start (another version's API, no decoders for this device,
+    any failure of its probe) is never a crash: a RuntimeWarning says why, and so does the decoder's name
+    (``stats()["device_decoder"]``). None, with a warning, when torchvision decodes no JPEG on the device either
+    (built without nvJPEG): the planning threads decode them then, in parallel, as for ``device='cpu'``."""
     try:
-        return NvImageCodec(device, channels)
+        return NvImageCodec(device, channels, bgr)
     except ModuleNotFoundError as exc:
         if exc.name not in ("nvidia", "nvidia.nvimgcodec"):
             raise
@@ -115,7 +153,13 @@ def decoder(device: Any, channels: int) -> NvImageCodec | NvJpeg:
         why = f"nvImageCodec does not start here ({type(exc).__name__}: {exc})"
         warnings.warn(f"picpac's device stage: {why}; torchvision's nvJPEG decodes instead", RuntimeWarning,
                       stacklevel=2)
-    fallback = NvJpeg(device, channels)
+    try:
+        fallback = NvJpeg(device, channels, bgr)
+    except NoDecoderError as exc:
+        warnings.warn(f"picpac's device stage: {why or 'nvImageCodec is not installed'}, and {exc}: the planning "
+                      "threads decode the JPEGs on the CPU (pip install 'picpac[gpu-cu12]' for nvImageCodec)",
+                      RuntimeWarning, stacklevel=2)
+        return None
     if why is not None:
         fallback.name += f"; {why}"
     return fallback

@@ -3,13 +3,17 @@
 JPEGs are decoded on the GPU (``decoders``: nvImageCodec's hardware engines and regions where it is installed,
 else torchvision's batched nvJPEG), their compressed bytes first gathered into one pinned host buffer; pixels
 decoded on the CPU (other formats, rotated JPEGs, JPEGs the GPU refuses, and every image on ``device='cpu'``) go
-up in one asynchronous copy from a pinned buffer. Then
+up in one asynchronous copy from a pinned buffer. On CUDA the stage thread waits on the host for its side stream
+once before each decoder call (a decoder writes its outputs on a stream of its own, into blocks the side stream's
+queued work may still read) and never else: every other copy is asynchronous from pinned memory, and nothing is
+read back from the device. Then
 ``warp.warp`` maps the batch, the values are rounded as the CPU path's uint8 pixels are, the colour steps
 drawn for each sample run (``photometric``), and the output's dtype, layout and normalisation are made there;
 label masks take the same warp by nearest.
 """
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
@@ -20,7 +24,7 @@ from ..image.decoding import decode_channels
 from . import photometric
 from .decoders import decoder
 from .geometry import Geometry, Planned
-from .warp import torch, warp
+from .warp import _to, torch, warp
 
 class HostBuffers:
     """Host memory reused batch after batch, pinned for a CUDA device: ``TURNS`` buffers in turn, each reused only
@@ -38,7 +42,7 @@ class HostBuffers:
         """A uint8 tensor of ``nbytes`` (a view into this turn's buffer; ``.numpy()`` writes into it)."""
         self.turn = (self.turn + 1) % self.TURNS
         event, buffer = self.events[self.turn], self.buffers[self.turn]
-        if event is not None:
+        if event is not None and not event.query():  # (past the decoder call's wait it is done: no wait)
             event.synchronize()
         if buffer is None or buffer.numel() < nbytes:
             buffer = torch.empty(max(nbytes, 1 << 20), dtype=torch.uint8)
@@ -67,7 +71,7 @@ class DeviceStage:
         self.onehot = onehot
         self.mean = None if mean is None else torch.from_numpy(mean).reshape(1, -1, 1, 1).to(self.device)
         self.std = None if std is None else torch.from_numpy(std).reshape(1, -1, 1, 1).to(self.device)
-        self.jpeg = decoder(self.device, channels) if self.cuda else None
+        self.jpeg = decoder(self.device, channels, not rgb) if self.cuda else None
         self.host = HostBuffers(self.device) if self.cuda else None
 
     @property
@@ -101,8 +105,8 @@ class DeviceStage:
             values = warp([images[i] for i in warped], [geometries[i] for i in warped], size)
             values = values.round_().clamp_(0, 255)  # the CPU path's pixels are uint8 before the output's steps
             bgr = [k for k, i in enumerate(warped) if decoded[i] and not self.rgb and self.channels == 3]
-            if bgr:  # nvJPEG decodes RGB
-                rows = torch.tensor(bgr, device=self.device)
+            if bgr and not self.jpeg.bgr_out:  # torchvision's nvJPEG decodes RGB
+                rows = _to(np.array(bgr, np.int64), self.device)
                 values[rows] = values[rows].flip(1)
             colours = [planned[i].colour for i in warped]
             if any(colours):
@@ -110,20 +114,20 @@ class DeviceStage:
             out = self._output(values)
         if len(warped) < len(planned):
             done = [i for i, p in enumerate(planned) if p.done is not None]
-            host = torch.from_numpy(np.stack([planned[i].done for i in done])).to(self.device)
+            host = self._to_device([np.stack([planned[i].done for i in done])])[0]
             if out is None:
                 out = host
             else:  # the samples in batch order
                 full = torch.empty((len(planned), *out.shape[1:]), dtype=out.dtype, device=self.device)
-                full[torch.tensor(warped, device=self.device)] = out
-                full[torch.tensor(done, device=self.device)] = host
+                full[_to(np.array(warped, np.int64), self.device)] = out
+                full[_to(np.array(done, np.int64), self.device)] = host
                 out = full
         mask_batch = None
         if any(m is not None for m in masks):
             if any(m is None for m in masks):
                 raise PicPacValueError("a batch with masks for some samples only: every sample of a segmentation "
                                        "stream needs a mask")
-            mask_batch = self._masks(warp(masks, mask_geometries, size, nearest=True), planned)
+            mask_batch = self._masks(warp(masks, mask_geometries, size, nearest=True))
         return out, mask_batch, decoded, sorted(failed.items())
 
     def _upload(self, planned: Sequence[Planned]) -> tuple[list, list, list, list, list[bool], dict]:
@@ -149,7 +153,9 @@ class DeviceStage:
                     images[i], geometries[i] = _cut(image, g, copy=True)
                     decoded[i] = True
                 else:
-                    pixels = decode_channels(planned[i].jpeg, self.channels, self.rgb, max_pixels=None)  # refused
+                    warnings.warn(f"picpac's device stage: {self.jpeg.name} refused {planned[i].source}: record "
+                                  f"{planned[i].record}; the CPU decodes it", RuntimeWarning, stacklevel=2)
+                    pixels, geometries[i] = _decode_on_cpu(planned[i].jpeg, g, self.channels, self.rgb)
                     if pixels is None:
                         failed[i] = SampleError(planned[i].source, planned[i].record, "cannot decode its image "
                                                 "(refused by the device's decoder and by libjpeg)")
@@ -171,7 +177,10 @@ class DeviceStage:
 
     def _decode(self, datas: list, regions: list) -> list:
         """The JPEGs decoded on the device (their regions, where the decoder takes them), their bytes gathered into
-        one pinned buffer; None where refused."""
+        one pinned buffer; None where refused. First the host waits for the side stream: the decoders write on
+        streams of their own, into blocks freed by work the side stream may still have queued."""
+        if self.cuda:
+            torch.cuda.current_stream(self.device).synchronize()
         sizes = [memoryview(d).nbytes for d in datas]
         pinned = self.host.take(sum(sizes))
         host, tensors, offset = pinned.numpy(), [], 0
@@ -208,19 +217,14 @@ class DeviceStage:
         values = values.to(getattr(torch, self.dtype.name))
         return values.contiguous() if self.channel_first else values.permute(0, 2, 3, 1).contiguous()
 
-    def _masks(self, masks: Any, planned: Sequence[Planned]) -> Any:
-        """The stream's mask batch: float32 (n, 1|K, H, W) (NHWC: channels last), one-hot with ``onehot``."""
+    def _masks(self, masks: Any) -> Any:
+        """The stream's mask batch: float32 (n, 1|K, H, W) (NHWC: channels last), one-hot with ``onehot``. Their
+        class ids were checked on the host, where each sample was planned (``DeviceJob``): nothing is read back."""
         k = self.onehot
         if k:
             if masks.shape[1] != 1:
                 raise PicPacValueError("onehot masks need single-channel masks")
-            values = masks[:, 0]
-            bad = values >= k
-            if bool(bad.any()):
-                i = int(bad.reshape(len(planned), -1).any(1).nonzero()[0, 0])
-                raise PicPacValueError(f"sample {i} of the batch: mask value {int(values[i][bad[i]][0])} is not a "
-                                       f"class id in [0, onehot={k})")
-            masks = (values[:, None] == torch.arange(k, device=self.device).reshape(1, k, 1, 1)).float()
+            masks = (masks == torch.arange(k, device=self.device).reshape(1, k, 1, 1)).float()
         return masks.contiguous() if self.channel_first else masks.permute(0, 2, 3, 1).contiguous()
 
 
@@ -241,6 +245,18 @@ def _chunks(indices: list[int], planned: Sequence[Planned], channels: int) -> li
         runs[-1].append(i)
         total += nbytes
     return runs
+
+
+def _decode_on_cpu(jpeg: Any, g: Geometry, channels: int, rgb: bool) -> tuple[np.ndarray | None, Geometry]:
+    """A JPEG the device refused, decoded by libjpeg as the CPU path decodes it: at the scale 1/pool its box averages
+    stand for (its geometry then reads those pixels as they are)."""
+    r = g.pool
+    pixels = decode_channels(jpeg, channels, rgb, r, max_pixels=None)
+    width, height = g.source
+    if pixels is None or r == 1 or pixels.shape[:2] != (-(-height // r), -(-width // r)):
+        return pixels, g  # (decoded whole: the box averages stay)
+    x0, y0, x1, y1 = g.crop
+    return pixels, g._replace(pool=1, crop=(x0 // r, y0 // r, -(-x1 // r), -(-y1 // r)))
 
 
 def _cut(image: Any, g: Geometry, copy: bool = False) -> tuple[Any, Geometry]:

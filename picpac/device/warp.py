@@ -35,7 +35,7 @@ def warp(images: Sequence, geometries: Sequence[Geometry], size: tuple[int, int]
             order += part
     out = parts[0] if len(parts) == 1 else torch.cat(parts)
     if order != sorted(order):  # back to the batch's order
-        out = out[torch.from_numpy(np.argsort(order)).to(out.device)]
+        out = out[_to(np.argsort(order), out.device)]
     return out
 
 

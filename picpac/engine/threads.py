@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import threading
 import time
 from collections import deque
@@ -22,6 +23,14 @@ from ..errors import PicPacValueError, WorkerTimeoutError
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
 
 
 class Outcome(Generic[R]):

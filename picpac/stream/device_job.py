@@ -22,8 +22,9 @@ import numpy as np
 
 from ..device.geometry import Planned, plan
 from ..engine.executor import Delivery
-from ..errors import SampleError
+from ..errors import PicPacValueError, SampleError
 from ..file.reader import IndexedReader
+from ..image.decoding import jpeg_ends
 from ..image.sample import Sample
 from .config import StreamConfig
 from .job import Part
@@ -84,6 +85,8 @@ class DeviceJob(SampleJob):
         frame = sample.extra.get("jpeg_frame")  # the header Processor.decode read: (w, h, orientation, baseline)
         if sample.deferred and self.stage.decodes and frame[2] == 1 and frame[3]:  # the GPU's decoders take it
             name = self.processor.field_name(fields, self.config.decode.image_field, "image_field", sample.record, "")
+            if not jpeg_ends(fields[name]):  # cut short: refused as the CPU path refuses it, whatever region is read
+                raise SampleError(sample.extra.get("source", "sample"), sample.record, "cannot decode its image")
             jpeg, geometry = fields[name], plan(matrix, sample.source_size, size, border, reduction=sample.reduction)
         if jpeg is None:
             pixels, source_matrix = sample.source()
@@ -107,12 +110,26 @@ class DeviceJob(SampleJob):
         if sample.shapes is not None:
             if self.processor.rasterize.copy:  # PicPac's anno_copy draws over the image: the CPU path
                 return None, None
-            return self.processor.rasterize.draw(sample.shapes, size), plan(None, size, size, _CONSTANT, True)
+            drawn = self.processor.rasterize.draw(sample.shapes, size)
+            self._class_ids(drawn, sample.record)
+            return drawn, plan(None, size, size, _CONSTANT, True)
         mask = sample.raw_mask
         if mask is None:
             raise SampleError(sample.extra.get("source", ""), sample.record,
                               "has no mask after its transforms (a 'drop' step?)")
-        return mask, plan(matrix, (mask.shape[1], mask.shape[0]), size, _CONSTANT, True)
+        geometry = plan(matrix, (mask.shape[1], mask.shape[0]), size, _CONSTANT, True)
+        if geometry is not None:
+            x0, y0, x1, y1 = geometry.crop
+            self._class_ids(mask[y0:y1, x0:x1], sample.record)
+        return mask, geometry
+
+    def _class_ids(self, mask: np.ndarray, record: int) -> None:
+        """With ``onehot``, a PicPacValueError for a mask value past the class ids, checked here on the host (the
+        part of the mask the warp reads), so that the stage reads nothing back from the device."""
+        k = self.stage.onehot
+        if k and mask.size and mask.max() >= k:
+            raise PicPacValueError(f"record {record}: mask value {int(mask.max())} is not a class id in "
+                                   f"[0, onehot={k})")
 
     def collect(self, deliveries: Iterator[Delivery], real: int | None, skip: Callable) -> Iterator[Part]:
         """Each delivery's tensors as one batch's part, counting where its samples were decoded. A sample whose JPEG

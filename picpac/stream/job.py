@@ -9,7 +9,6 @@ a new job is a new module implementing :class:`Job`.
 """
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
@@ -17,16 +16,9 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 
 from ..engine.executor import Delivery
+from ..engine.threads import usable_cores
 from .config import StreamConfig
 from .position import Keys
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its CPU affinity, e.g. under taskset or a container's cpuset)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def default_workers() -> int:

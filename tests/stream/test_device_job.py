@@ -201,6 +201,17 @@ def test_masks_follow_the_same_maps(annotated, annotate):
     assert onehot[0][1].shape == (10, 8, 128, 160) and np.array_equal(onehot[0][1].sum(1), np.ones((10, 128, 160)))
 
 
+@pytest.mark.parametrize("annotate", ["image", "json"])
+def test_a_mask_value_past_onehot_is_refused_on_the_host_naming_the_record(annotated, annotate):
+    """Checked where the sample is planned (the device reads nothing back), as the CPU path refuses it."""
+    keys = {"task": "segment", "annotate": annotate, "onehot": 3, "batch": 10, "resize_width": 160,
+            "resize_height": 128, "shuffle": False}
+    for device in (None, "cpu"):  # record 2's box is labelled 3; the json's point, 7
+        with pytest.raises(picpac.PicPacValueError, match=r"record \d+: mask value [37] is not a class id in \[0, "
+                                                          r"onehot=3\)"):
+            batches(annotated, device, **keys)
+
+
 @pytest.mark.parametrize("skip_errors", [True, False])
 def test_a_jpeg_the_stage_cannot_decode_is_skipped_or_raised_by_name(imagenet, skip_errors):
     from picpac.engine.executor import Delivery
