@@ -1,5 +1,6 @@
-"""The device's JPEG decoders, each ``decoder(datas, regions) -> images``: a batch's JPEGs (pinned uint8 host
-tensors) to (C, H, W) uint8 tensors on the device, None where a JPEG is refused.
+"""The device's JPEG decoders, each ``decoder(buffer, spans, regions) -> images``: a batch's JPEGs (the ``(start,
+stop)`` spans of one pinned uint8 host tensor) to (C, H, W) uint8 tensors on the device, None where a JPEG is
+refused.
 
 * :class:`NvImageCodec` (``pip install nvidia-nvimgcodec-cu12[nvjpeg]``, or -cu13): NVIDIA's nvImageCodec, which
   uses the GPU's hardware JPEG engines where it has them (A100, H100, H200), the CUDA decoder otherwise, and
@@ -33,6 +34,8 @@ NVIMGCODEC = (0, 9)
 both new in 0.9); pyproject's extras allow 0.9.x."""
 Region = tuple[int, int, int, int]
 """(x0, y0, x1, y1): the pixels of an image a decoder with ``roi`` decodes."""
+Span = tuple[int, int]
+"""(start, stop): one JPEG's bytes in the batch's host buffer."""
 
 
 def probe_jpeg() -> np.ndarray:
@@ -69,28 +72,28 @@ class NvImageCodec:
         else:
             self.decoder = nv.Decoder(device_id=nv.NVIMGCODEC_DEVICE_CPU_ONLY, max_num_cpu_threads=cpu_threads(),
                                       backends=[nv.Backend(nv.CPU_ONLY)])
+        # planar: (C, H, W) as the warp reads it, no per-image permute
         self.params = nv.DecodeParams(apply_exif_orientation=False, color_spec=nv.GRAY if channels == 1 else nv.SRGB,
-                                      sample_format=nv.I_Y if channels == 1 else nv.I_BGR if bgr else nv.I_RGB)
+                                      sample_format=nv.P_Y if channels == 1 else nv.P_BGR if bgr else nv.P_RGB)
         where = "hardware engines or CUDA" if device.type == "cuda" else "CPU"
         self.name = f"nvImageCodec {getattr(nv, '__version__', '')} ({where}, regions)"
         # installed without its decoders for this device (nvidia-nvjpeg-cu12 missing, say), it refuses every JPEG
-        if self([torch.from_numpy(probe_jpeg())], [(0, 0, 16, 16)])[0] is None:
+        probe = probe_jpeg()
+        if self(torch.from_numpy(probe), [(0, probe.size)], [(0, 0, 16, 16)])[0] is None:
             raise RuntimeError(f"nvImageCodec decodes no JPEG on {device} here (are its decoders installed? "
                                "pip install 'nvidia-nvimgcodec-cu12[nvjpeg]')")
 
-    def __call__(self, datas: Sequence[Any], regions: Sequence[Region]) -> list:
-        nv = self.nv
-        streams = []
-        for data, (x0, y0, x1, y1) in zip(datas, regions):
-            stream = nv.CodeStream(data.numpy())
-            streams.append(stream.get_sub_code_stream(region=nv.Region(y0, x0, y1, x1)))
+    def __call__(self, buffer: Any, spans: Sequence[Span], regions: Sequence[Region]) -> list:
+        nv, host = self.nv, buffer.numpy()
+        streams = [nv.CodeStream(host[start:stop]).get_sub_code_stream(region=nv.Region(y0, x0, y1, x1))
+                   for (start, stop), (x0, y0, x1, y1) in zip(spans, regions)]
         cuda = self.device.type == "cuda"
         images = self.decoder.decode(streams, params=self.params,
                                      cuda_stream=torch.cuda.current_stream(self.device).cuda_stream if cuda else 0)
-        return [None if image is None else self._tensor(image).permute(2, 0, 1) for image in images]
+        return [None if image is None else self._tensor(image) for image in images]
 
     def _tensor(self, image: Any) -> Any:
-        """An (H, W, C) image as a tensor on the device: by DLPack (on CUDA without a copy). nvImageCodec 0.9 exports
+        """A (C, H, W) image as a tensor on the device: by DLPack (on CUDA without a copy). nvImageCodec 0.9 exports
         no DLPack of a host image without a CUDA driver (its CPU backend on a machine without a GPU: tests): that one
         is read by ``__array_interface__``, which leaks a Python int per image there."""
         try:
@@ -119,9 +122,10 @@ class NvJpeg:
             raise NoDecoderError(f"torchvision {getattr(require('torchvision', 'gpu', WHO), '__version__', '')} "
                                  f"decodes no JPEG on {device} ({exc})") from None
 
-    def __call__(self, datas: Sequence[Any], regions: Sequence[Region]) -> list:
+    def __call__(self, buffer: Any, spans: Sequence[Span], regions: Sequence[Region]) -> list:
+        datas = [buffer[start:stop] for start, stop in spans]
         try:
-            return list(self.decode(list(datas), mode=self.mode, device=self.device))
+            return list(self.decode(datas, mode=self.mode, device=self.device))
         except RuntimeError:  # one JPEG it refuses fails the batch: each alone, the refused left out
             out = []
             for data in datas:

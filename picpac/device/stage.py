@@ -181,14 +181,12 @@ class DeviceStage:
         streams of their own, into blocks freed by work the side stream may still have queued."""
         if self.cuda:
             torch.cuda.current_stream(self.device).synchronize()
-        sizes = [memoryview(d).nbytes for d in datas]
-        pinned = self.host.take(sum(sizes))
-        host, tensors, offset = pinned.numpy(), [], 0
-        for data, n in zip(datas, sizes):
-            host[offset:offset + n] = np.frombuffer(data, np.uint8)
-            tensors.append(pinned[offset:offset + n])
-            offset += n
-        out = self.jpeg(tensors, regions)
+        ends = np.cumsum([memoryview(d).nbytes for d in datas]).tolist()
+        pinned = self.host.take(ends[-1])
+        host, spans = pinned.numpy(), list(zip([0] + ends[:-1], ends))
+        for data, (start, stop) in zip(datas, spans):
+            host[start:stop] = np.frombuffer(data, np.uint8)
+        out = self.jpeg(pinned, spans, regions)
         self.host.used()
         return out
 

@@ -43,17 +43,19 @@ def _canvases(group: list[int], crops: list, size: tuple[int, int]) -> list[list
     """``group`` in runs that share a canvas: by the crops' sizes, so that a canvas is at most twice the area of
     any crop on it (padding costs memory and time), and within ``CANVAS_BYTES``."""
     runs: list[list[int]] = []
-    for i in sorted(group, key=lambda i: crops[i].shape[1] * crops[i].shape[2]):
-        h, w = crops[i].shape[1:]
+    shapes = {i: crops[i].shape for i in group}
+    height = width = smallest = 0  # the last run's canvas, and its smallest crop's area (the first, by the sort)
+    for i in sorted(group, key=lambda i: shapes[i][1] * shapes[i][2]):
+        channels, h, w = shapes[i]
         if runs:
-            run = runs[-1]
-            height, width = max(h, *(crops[j].shape[1] for j in run)), max(w, *(crops[j].shape[2] for j in run))
-            smallest = min(crops[j].shape[1] * crops[j].shape[2] for j in run)
-            per_sample = (crops[i].shape[0] + 1) * 8 * max(height * width, size[0] * size[1])
-            if height * width <= 2 * smallest and (len(run) + 1) * per_sample <= CANVAS_BYTES:
-                run.append(i)
+            grown = max(h, height), max(w, width)
+            per_sample = (channels + 1) * 8 * max(grown[0] * grown[1], size[0] * size[1])
+            if grown[0] * grown[1] <= 2 * smallest and (len(runs[-1]) + 1) * per_sample <= CANVAS_BYTES:
+                runs[-1].append(i)
+                height, width = grown
                 continue
         runs.append([i])
+        height, width, smallest = h, w, h * w
     return runs
 
 
@@ -61,7 +63,8 @@ def _crop(image, g: Geometry):
     """The part of ``image`` the map reads, box-averaged ``g.pool`` x ``g.pool`` and shrunk by ``g.shrink``'s boxes
     (float32 then)."""
     x0, y0, x1, y1 = g.crop
-    part = image[:, y0:y1, x0:x1]
+    whole = x0 == y0 == 0 and (y1, x1) == tuple(image.shape[1:])  # (a decoded region: no view to make)
+    part = image if whole else image[:, y0:y1, x0:x1]
     if g.pool > 1:
         # ceil_mode: a last block past the edge averages the pixels it has, as a reduced JPEG decode does
         part = functional.avg_pool2d(part[None].float(), g.pool, ceil_mode=True)[0]
@@ -76,12 +79,13 @@ def _crop(image, g: Geometry):
 
 
 def _canvas(crops: list, ones: bool):
-    """The crops at the top left of one zero canvas; with ``ones``, one more channel of ones where each crop is."""
+    """The crops at the top left of one zero canvas; with ``ones``, one more channel of ones where each crop is. The
+    crops are copied in one operation (a multi-tensor copy: one kernel for many crops on CUDA)."""
     channels = crops[0].shape[0]
     canvas = torch.zeros((len(crops), channels + ones, max(c.shape[1] for c in crops), max(c.shape[2] for c in crops)),
                          dtype=torch.float32, device=crops[0].device)
-    for i, crop in enumerate(crops):
-        canvas[i, :channels, :crop.shape[1], :crop.shape[2]] = crop
+    strides, step = canvas.stride()[1:], canvas.stride(0)
+    _copy([canvas.as_strided(crop.shape, strides, i * step) for i, crop in enumerate(crops)], crops)
     if ones:  # (one operation for the batch, not one per sample)
         sizes = _to(np.array([c.shape[1:] for c in crops], np.int64), canvas.device)
         rows = torch.arange(canvas.shape[2], device=canvas.device)[None, :, None] < sizes[:, 0, None, None]
@@ -150,6 +154,15 @@ def _box_means(values, edges: np.ndarray, axis: int):
     last = [slice(None)] * 4
     first[axis], last[axis] = slice(1, None), slice(None, -1)
     return (sums[tuple(first)] - sums[tuple(last)]) / widths.view(widths_shape)
+
+
+def _copy_each(targets: list, sources: list) -> None:
+    for target, source in zip(targets, sources):
+        target.copy_(source)
+
+
+_copy = getattr(torch, "_foreach_copy_", _copy_each)
+"""``targets[i].copy_(sources[i])`` for all i at once (torch >= 2.2; one at a time before)."""
 
 
 def _to(array: np.ndarray, device):

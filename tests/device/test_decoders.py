@@ -26,8 +26,10 @@ def jpegs() -> list[bytes]:
     return [f.read_bytes() for f in sorted((SHARED_DATA / "imagenet-250").glob("*.JPEG"))[:12]]
 
 
-def host(data: bytes):
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8)
+def host(datas: list[bytes]) -> tuple:
+    """The JPEGs in one host buffer, and their spans: what a decoder is called with."""
+    ends = np.cumsum([len(d) for d in datas]).tolist()
+    return torch.frombuffer(bytearray(b"".join(datas)), dtype=torch.uint8), list(zip([0] + ends[:-1], ends))
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +40,7 @@ def nvimgcodec():
 
 def test_regions_are_decoded_as_libjpeg_decodes_them_and_refused_ones_are_none(nvimgcodec, jpegs):
     regions = [(5 + i, 10 + 2 * i, 105 + 3 * i, 90 + i) for i in range(len(jpegs))]
-    out = nvimgcodec([host(d) for d in jpegs] + [host(b"\xff\xd8\xff\xe0" + bytes(100))], regions + [(0, 0, 4, 4)])
+    out = nvimgcodec(*host(jpegs + [b"\xff\xd8\xff\xe0" + bytes(100)]), regions + [(0, 0, 4, 4)])
     assert out[-1] is None
     for data, (x0, y0, x1, y1), image in zip(jpegs, regions, out):
         rgb = cv2.cvtColor(cv2.imdecode(np.frombuffer(data, np.uint8), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
@@ -88,7 +90,7 @@ def test_nvjpeg_without_torchvision_names_the_extra(monkeypatch):
 
 def test_an_nvimagecodec_without_decoders_for_the_device_is_passed_over(monkeypatch):
     pytest.importorskip("nvidia.nvimgcodec", reason="nvImageCodec is not installed")
-    monkeypatch.setattr(NvImageCodec, "__call__", lambda self, datas, regions: [None] * len(datas))
+    monkeypatch.setattr(NvImageCodec, "__call__", lambda self, buffer, spans, regions: [None] * len(spans))
     with pytest.raises(RuntimeError, match="decodes no JPEG on cpu"):
         NvImageCodec(torch.device("cpu"), 3)
     monkeypatch.setitem(sys.modules, "torchvision.io", None)
