@@ -14,13 +14,13 @@ parts of the samples run one at a time (the issue's target for W1: h <= 1/20, a 
 workload runs on the Python path (fused=False) and, where this machine has it, the fused C path (fused=True).
 
 With ``--stage`` it measures the device stage's thread instead (issue 38, item 5): W1 samples of the 250 JPEGs are
-planned once (device='cpu', their JPEGs decoded as on CUDA: nvImageCodec's regions over its CPU backend), then the
-stage makes batches of --batch of them in one thread while gilknocker watches: the GIL-held time per sample (torch
-kernels release the GIL; what is left is Python and torch's dispatch), and the torch operators per batch (torch's
-profiler).
+planned once (on CUDA where torch sees it; else device='cpu', their JPEGs decoded as on CUDA: nvImageCodec's regions
+over its CPU backend), then the stage makes batches of --batch of them in one thread while gilknocker watches: the
+GIL-held time per sample (torch kernels and waits for the GPU release the GIL; what is left is Python and torch's
+dispatch), and the torch operators per batch (torch's profiler).
 
     python benchmarks/gil.py [--samples 2000] [--threads 1,2] [--interval 200]
-    python benchmarks/gil.py --stage [--batch 250] [--repeats 8]
+    python benchmarks/gil.py --stage [--batch 250] [--repeats 8] [--device cuda|cpu]
 """
 from __future__ import annotations
 
@@ -92,26 +92,34 @@ def one_pass(db: str, samples: int, workload: str, threads: int, fused: bool) ->
     assert stats["path"] == "sample" and (stats["fused_reason"] is None) == fused, stats["fused_reason"]
 
 
-def stage_share(batch: int, repeats: int, interval: int) -> None:
+def stage_share(batch: int, repeats: int, interval: int, device: str | None) -> None:
     """The device stage's GIL-held time per sample and torch operators per batch, on planned W1 samples."""
     import torch
     from device_stage import emulate_cuda_decoding
 
-    emulate_cuda_decoding()
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        emulate_cuda_decoding()
+    wait = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+
+    def batches(n: int) -> None:
+        for _ in range(n):
+            stage(planned)
+            wait()
     with tempfile.TemporaryDirectory(prefix="picpac-gil-") as tmp:
         *_, db, note = prepare(tmp, 250, False)
-        with picpac.ImageStream(db, device="cpu", batch=batch, loop=False, dtype="uint8", order="NHWC",
+        with picpac.ImageStream(db, device=device, batch=batch, loop=False, dtype="uint8", order="NHWC",
                                 transforms=picpac_transforms("W1")) as s:
             job = s._pipeline.job
             planned = [job((i, i, 0, 0, i % 250, 0.0))[0] for i in range(batch)]
             stage = job.stage
-            stage(planned)  # warm
+            batches(1)  # warm
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-                stage(planned)
+                batches(1)
             ops = sum(e.count for e in prof.key_averages() if e.key.startswith("aten::"))
-            share, seconds = held_share(lambda: [stage(planned) for _ in range(repeats)], interval)
+            share, seconds = held_share(lambda: batches(repeats), interval)
     held = share * seconds / (repeats * batch) * 1e6
-    print(f"device stage ({stage.decoder_name}), W1 batches of {batch} planned samples ({note}):")
+    print(f"device stage on {device} ({stage.decoder_name}), W1 batches of {batch} planned samples ({note}):")
     print(f"  {repeats * batch / seconds:,.0f} img/s on one thread; GIL held {share:.3f} of the time: "
           f"{held:.1f} us per sample; {ops} torch operators per batch ({ops / batch:.1f} per sample)")
 
@@ -124,13 +132,14 @@ def main() -> int:
     ap.add_argument("--stage", action="store_true", help="the device stage's thread (device='cpu', as on CUDA)")
     ap.add_argument("--batch", type=int, default=250, help="--stage: samples per batch")
     ap.add_argument("--repeats", type=int, default=8, help="--stage: batches measured")
+    ap.add_argument("--device", default=None, help="--stage: cuda or cpu (default: cuda where torch sees one)")
     args = ap.parse_args()
     if _MISSING is not None:
         print(f"benchmarks/gil.py needs gilknocker, which is not a picpac dependency ({_MISSING}).\n"
               "Install it with: pip install gilknocker", file=sys.stderr)
         return 2
     if args.stage:
-        stage_share(args.batch, args.repeats, args.interval)
+        stage_share(args.batch, args.repeats, args.interval, args.device)
         return 0
     counts = [int(t) for t in args.threads.split(",")]
     print(f"machine: {os.cpu_count()} cores, Python {sys.version.split()[0]}, picpac from "

@@ -28,8 +28,9 @@ import pytest
 import picpac
 from picpac.engine.shared_memory import PREFIX
 
-SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-"""The read-only real data beside the repository (imagenet-250, coco128-train)."""
+SHARED_DATA = Path(os.environ.get("PICPAC_TEST_DATA") or Path(__file__).resolve().parents[1].parent / "shared" / "data")
+"""The read-only real data beside the repository (imagenet-250, coco128-train); PICPAC_TEST_DATA names a copy where
+../shared is not beside the checkout (the GPU machine of benchmarks/device_run.sh)."""
 
 
 def run_console(*args: str, cwd, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -1,5 +1,6 @@
 """The device's batched warp against OpenCV, the CPU path's resampler: bilinear warps and box-averaged shrinks
-within one level of 255, borders, flips, masks by nearest, and batches of mixed sizes kept in order."""
+within one level of 255, borders, flips, masks by nearest, and batches of mixed sizes kept in order; on the CPU and,
+where there is one, on CUDA (the ``device`` fixture)."""
 import cv2
 import numpy as np
 import pytest
@@ -18,10 +19,11 @@ def photo() -> np.ndarray:
     return cv2.GaussianBlur(rng.integers(0, 256, (300, 400, 3), dtype=np.uint8), (7, 7), 2)
 
 
-def device_warp(image: np.ndarray, matrix, size, border=(cv2.BORDER_CONSTANT, 0)) -> np.ndarray:
+def device_warp(image: np.ndarray, matrix, size, border=(cv2.BORDER_CONSTANT, 0), device="cpu") -> np.ndarray:
     g = plan(matrix, (image.shape[1], image.shape[0]), size, border)
-    out = warp([torch.from_numpy(image).permute(2, 0, 1)], [g], size)[0]
-    return out.round().clamp(0, 255).permute(1, 2, 0).numpy().astype(np.uint8)
+    out = warp([torch.from_numpy(image).permute(2, 0, 1).to(device)], [g], size)[0]
+    assert out.device.type == device
+    return out.round().clamp(0, 255).permute(1, 2, 0).cpu().numpy().astype(np.uint8)
 
 
 MAPS = {
@@ -36,22 +38,22 @@ MAPS = {
 
 
 @pytest.mark.parametrize("name", sorted(MAPS))
-def test_each_map_is_the_cpu_paths_within_one_level(photo, name):
+def test_each_map_is_the_cpu_paths_within_one_level(photo, name, device):
     matrix, size, border = MAPS[name]
     expected = resample(photo, matrix, size, *border)
-    got = device_warp(photo, matrix, size, border)
+    got = device_warp(photo, matrix, size, border, device)
     assert got.shape == expected.shape
     assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1
 
 
-def test_a_warp_that_shrinks_more_than_2x_shrinks_by_area_boxes_first_as_the_cpu_path(photo):
+def test_a_warp_that_shrinks_more_than_2x_shrinks_by_area_boxes_first_as_the_cpu_path(photo, device):
     matrix = np.array([[0.3, 0.05, 0], [-0.05, 0.3, 20]])
     expected = resample(photo, matrix, (120, 90)).astype(int)
-    got = device_warp(photo, matrix, (120, 90)).astype(int)
+    got = device_warp(photo, matrix, (120, 90), device=device).astype(int)
     assert np.abs(got - expected).max() <= 1
 
 
-def test_a_batch_of_mixed_sizes_and_kinds_is_each_samples_own_warp_in_order(photo, monkeypatch):
+def test_a_batch_of_mixed_sizes_and_kinds_is_each_samples_own_warp_in_order(photo, monkeypatch, device):
     small = np.ascontiguousarray(photo[50:170, 30:230])
     images = [photo, small, photo, small]
     size = (64, 48)
@@ -60,7 +62,7 @@ def test_a_batch_of_mixed_sizes_and_kinds_is_each_samples_own_warp_in_order(phot
             (np.array([[-0.16, 0, 64], [0, 0.16, 0]]), (cv2.BORDER_CONSTANT, 0)),  # mirrored [0, 400] x [0, 300]
             (np.array([[1.0, 0, -5], [0, 1, -5]]), (cv2.BORDER_REPLICATE, 0))]
     geometries = [plan(m, (im.shape[1], im.shape[0]), size, border) for im, (m, border) in zip(images, maps)]
-    tensors = [torch.from_numpy(im).permute(2, 0, 1) for im in images]
+    tensors = [torch.from_numpy(im).permute(2, 0, 1).to(device) for im in images]
     alone = [warp([t], [g], size)[0] for t, g in zip(tensors, geometries)]
     together = warp(tensors, geometries, size)
     assert [g.area for g in geometries] == [False, True, True, False]
@@ -69,13 +71,13 @@ def test_a_batch_of_mixed_sizes_and_kinds_is_each_samples_own_warp_in_order(phot
     assert torch.allclose(warp(tensors, geometries, size), together, atol=1e-3)
 
 
-def test_masks_by_nearest_keep_their_labels_and_fill_zero():
+def test_masks_by_nearest_keep_their_labels_and_fill_zero(device):
     mask = np.zeros((60, 80), np.uint8)
     mask[10:40, 20:70] = 3
     mask[40:, :30] = 7
     matrix = cv2.getRotationMatrix2D((40, 30), 25, 0.9)
     g = plan(matrix, (80, 60), (80, 60), (cv2.BORDER_CONSTANT, 0), nearest=True)
-    out = warp([torch.from_numpy(mask)[None]], [g], (80, 60), nearest=True)[0, 0].numpy()
+    out = warp([torch.from_numpy(mask)[None].to(device)], [g], (80, 60), nearest=True)[0, 0].cpu().numpy()
     assert set(np.unique(out)) <= {0, 3, 7}
     expected = cv2.warpAffine(mask, matrix, (80, 60), flags=cv2.INTER_NEAREST)
     assert (out != expected).mean() < 0.03  # labels move with the map; edges may round the other way
