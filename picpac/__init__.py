@@ -73,7 +73,9 @@ class _LazyAliasFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return module
 
     def exec_module(self, module: ModuleType) -> None:
-        module.__spec__ = module.__spec__.loader_state  # the module itself ran when it was imported
+        spec = module.__spec__  # the alias's, which create_module gave the aliased module's spec to keep
+        assert spec is not None, "the import system sets it before exec_module"
+        module.__spec__ = spec.loader_state  # the module itself ran when it was imported
 
 
 sys.meta_path.append(_LazyAliasFinder())

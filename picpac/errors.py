@@ -132,7 +132,11 @@ class WriterBusyError(PicPacError):
 
 
 class SourceError(PicPacError):
-    """An import source (list file, CSV, folder layout) is malformed."""
+    """An import source (list file, CSV, folder layout) is malformed. One made by ``file.inputs.source_error`` (an
+    image or other file that cannot be read) also keeps the file's ``path`` and the ``reason``."""
+
+    path: str | None = None
+    reason: str | None = None
 
 
 class ImportFailedError(PicPacError):

@@ -221,7 +221,7 @@ def test_relative_imports_are_resolved():
 
 
 WHOLE_PACKAGE = {"test_layers", "test_docs", "test_public_api", "test_picpac_compat", "test_examples",
-                 "test_benchmarks", "test_unpickling", "test_wheel"}
+                 "test_benchmarks", "test_unpickling", "test_wheel", "test_typing"}
 """Tests of the package as a whole (and the benchmarks the suite runs as smoke tests), in tests/ itself."""
 
 

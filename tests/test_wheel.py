@@ -79,6 +79,7 @@ def test_the_wheel_is_manylinux_and_carries_libjpeg_turbo(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert any(n.startswith("picpac.libs/libjpeg") for n in names)
     assert "picpac/_docs/augment.md" in names
+    assert "picpac/py.typed" in names  # the package's annotations are for its users' type checkers
     assert any(n.startswith("picpac/image/_jpeg.") for n in names) and any(n.startswith("picpac/image/_kernels.")
                                                                            for n in names)
 

@@ -40,6 +40,9 @@ from . import require
 ray_core = require("ray", "ray")
 ray_data = require("ray.data", "ray")
 pa = require("pyarrow", "ray")
+# base classes (the checker sees ray.data as a module object, its classes as values)
+_Datasource: Any = ray_data.Datasource
+_Datasink: Any = ray_data.Datasink
 
 __all__ = ["read_picpac", "write_picpac", "import_images", "PicpacDatasource", "PicpacDatasink", "StreamTransform",
            "Written", "RESERVED"]
@@ -105,7 +108,7 @@ def _ranges(counts: Sequence[int], sizes: Sequence[int], parallelism: int, task_
     return out
 
 
-class PicpacDatasource(ray_data.Datasource):
+class PicpacDatasource(_Datasource):
     """The records of a picpac dataset (one file, a list, a glob or a ``.shards`` index) for
     ``ray.data.read_datasource``; ``fields``: the field columns (default: every field of the dataset);
     ``task_bytes``: the least bytes of records per read task (but one task per shard at least); ``remote``:
@@ -223,7 +226,7 @@ def _record(row: dict[str, Any], where: str) -> dict[str, Any]:
             "meta": meta or None}
 
 
-class PicpacDatasink(ray_data.Datasink):
+class PicpacDatasink(_Datasink):
     """Writes a Dataset of records (see the module's docstring) as picpac shards and their index, for
     ``dataset.write_datasink``.
 
@@ -364,9 +367,13 @@ class StreamTransform:
             fields = {name: batch[name][i] for name in names if batch[name][i] is not None}
             rng = LazyRng(seed, self.epoch, 0, record) if indexes is not None else _NoIndex()
             pixels, target, extra = processor.sample(fields, float(labels[i]), record, "Ray Data rows", None, rng)
-            images.append(pixels), targets.append(target), dense.append(extra)
+            images.append(pixels)
+            targets.append(target)
+            dense.append(extra)
         arrays = processor.targets(targets, labels, records, dense)
-        names = [*TASK_COLUMNS[self.config.output.task]]
+        task = self.config.output.task
+        assert task is not None, "StreamConfig.from_dict resolves it"
+        names = [*TASK_COLUMNS[task]]
         names += [f"dense{k}" for k in range(len(arrays) - len(names))]
         out = {"image": _stacked(images)}
         out.update((name, np.asarray(a, object) if isinstance(a, list) else a) for name, a in zip(names, arrays))

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..errors import PicPacTypeError, PicPacValueError
 from ..stream.config import StreamConfig
-from ..stream.image_stream import ImageStream
+from ..stream.image_stream import Batch, Batches, ImageStream
 from . import require
 from .base import loader_config
 
@@ -77,7 +77,7 @@ def _fixed_size(stream: ImageStream) -> bool:
                 or stream.stats()["path"] == "batch")
 
 
-def stream_signature(stream: ImageStream, first: tuple | None = None) -> tuple:
+def stream_signature(stream: ImageStream, first: Batch | None = None) -> tuple:
     """The ``TensorSpec`` tuple of ``stream``'s batches, from its first batch (``first``, or peeked: the
     stream's place is restored after it, so nothing is consumed) and its config:
 
@@ -117,7 +117,7 @@ def stream_signature(stream: ImageStream, first: tuple | None = None) -> tuple:
     return tuple(specs)
 
 
-def peek(stream: ImageStream) -> tuple:
+def peek(stream: ImageStream) -> Batch:
     """The stream's next batch, leaving the stream where it was (its ``state_dict`` restored)."""
     state = stream.state_dict()
     batches = iter(stream)
@@ -259,10 +259,10 @@ class StreamPasses:
     error. :meth:`generator` is the ``from_generator`` form, for
     ``skip_errors`` (whose passes' batch count is unknown until they end)."""
 
-    def __init__(self, stream: ImageStream, signature: Any, started: tuple[tuple, Iterator] | None = None):
+    def __init__(self, stream: ImageStream, signature: Any, started: tuple[Batch, Batches] | None = None):
         self.stream, self.signature, self.started = stream, tuple(signature), started
-        self.batches: Iterator | None = None  # the stream's pass under way
-        self.current: Iterator | None = None  # its batches to come (the started pass's first batch too)
+        self.batches: Batches | None = None  # the stream's pass under way
+        self.current: Iterator[Batch] | None = None  # its batches to come (the started pass's first batch too)
         self.next_index = 0
         self.lock = threading.Lock()  # TensorFlow may call from several threads
 
@@ -285,19 +285,19 @@ class StreamPasses:
             if index == 0:
                 _restore_malloc()  # from inside the numpy_function kernel, built by now
                 self.current = self._start()
-            elif index != self.next_index:
+            elif index != self.next_index or self.current is None:
                 raise PicPacValueError(f"tf_dataset: batch {index} asked for where batch {self.next_index} comes "
                                        "next: one iteration of a tf_dataset at a time (each is a pass of its stream)")
             self.next_index = index + 1
             return self._arrays(next(self.current))
 
-    def generator(self) -> Iterator[tuple]:
+    def generator(self) -> Iterator[Batch]:
         """One pass (loop=False) per call, as ``from_generator`` calls it at each iteration."""
         with self.lock:
             batches = self._start()
         yield from batches
 
-    def _start(self) -> Iterator[tuple]:
+    def _start(self) -> Iterator[Batch]:
         """The next pass's batches (the started pass, the first time); the last pass's are closed."""
         if self.batches is not None:
             self.batches.close()
@@ -309,7 +309,7 @@ class StreamPasses:
         self.started = None
         return itertools.chain((first,), self.batches)
 
-    def _arrays(self, batch: tuple) -> list:
+    def _arrays(self, batch: Batch) -> list:
         if len(batch) != len(self.signature):
             raise PicPacTypeError(f"tf_dataset: a batch of {len(batch)} components, where the output_signature has "
                                   f"{len(self.signature)}")
@@ -326,7 +326,7 @@ class StreamPasses:
         return arrays
 
 
-def _types_signature(types: Sequence, shapes: Sequence | None) -> tuple:
+def _types_signature(types: Sequence, shapes: Sequence | Mapping | None) -> tuple:
     if shapes is not None and len(shapes) != len(types):
         raise PicPacValueError(f"dataflow_to_dataset: {len(types)} types but {len(shapes)} shapes")
     return tuple(tf.TensorSpec(None if shapes is None else shapes[i], tf.as_dtype(t)) for i, t in enumerate(types))

@@ -17,7 +17,7 @@ import contextlib
 import os
 import sys
 import warnings
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +29,7 @@ from . import require
 from .base import StreamLoader, loader_config, with_rank
 
 torch = require("torch", "torch")
+_IterableDataset: Any = torch.utils.data.IterableDataset  # a base class (the checker sees torch as a module object)
 
 MEMORY_FORMATS = ("contiguous", "channels_last")
 """The images' memory formats: ``contiguous`` (NCHW, the stream's ``order='NCHW'``) or ``channels_last``
@@ -98,7 +99,8 @@ def _pin_requested(pin_memory: bool) -> bool:
     return bool(pin_memory)
 
 
-def to_tensors(batch: tuple, channels_last: bool = False, pin_memory: bool = False, device: Any = None) -> tuple:
+def to_tensors(batch: Sequence[Any], channels_last: bool = False, pin_memory: bool = False, device: Any = None
+               ) -> tuple:
     """A stream batch with its arrays as tensors sharing their memory (``torch.from_numpy``).
 
     With ``device`` (a stream given the config key ``device``), the images are the device stage's tensors there
@@ -162,7 +164,7 @@ class TorchLoader(StreamLoader):
 
 
 # -- DataLoader workers -------------------------------------------------------------------------------------
-class TorchDataset(torch.utils.data.IterableDataset):
+class TorchDataset(_IterableDataset):
     """An ``IterableDataset`` of whole batches for ``DataLoader(dataset, batch_size=None, num_workers=N)``.
 
     Worker ``w`` of ``W`` on rank ``r`` of ``R`` streams share ``r * W + w`` of ``R * W`` of each epoch's
@@ -185,7 +187,9 @@ class TorchDataset(torch.utils.data.IterableDataset):
             raise PicPacValueError(f"TorchDataset with device={self.config.parallelism.device!r}: the device stage "
                                    "runs in the training process, not in DataLoader workers; use TorchLoader(path, "
                                    "device=...) instead (`picpac docs gpu`)")
-        self.rank, self.world_size = self.config.order.rank, self.config.order.world_size
+        rank, world_size = self.config.order.rank, self.config.order.world_size
+        assert rank is not None and world_size is not None, "StreamConfig.from_dict resolves them"
+        self.rank, self.world_size = rank, world_size
         self._epoch: int | None = None
         self._stream: ImageStream | None = None
         self._key: tuple[int, int, int] | None = None  # (pid, worker, workers) the stream was made for
@@ -281,7 +285,7 @@ class DevicePrefetcher:
 
     def __init__(self, loader: Iterable, device: Any = None, *, dtype: Any = None, mean: Any = None,
                  std: Any = None, value_range: str = "0-255", non_blocking: bool = True):
-        self.loader = loader
+        self.loader: Any = loader  # its state_dict, load_state_dict, set_epoch and len where it has them
         self.device = torch.device(device if device is not None else "cuda" if torch.cuda.is_available() else "cpu")
         if value_range not in ("0-255", "0-1"):
             raise PicPacValueError(f"value_range={value_range!r}: use '0-255' (mean/std in pixel values) or '0-1' "
@@ -377,7 +381,7 @@ class DevicePrefetcher:
                                            f"{channels} channel(s)")
                 values.append(None if value is None else
                               torch.from_numpy(value).reshape(1, -1, 1, 1).to(self.device))
-            self._constants[channels] = tuple(values)
+            self._constants[channels] = values[0], values[1]
         return self._constants[channels]
 
     # -- the loader's protocol ---------------------------------------------------------------------------------
@@ -423,4 +427,5 @@ def _normalisation(mean: Any, std: Any, value_range: str) -> tuple[np.ndarray | 
     if value_range == "0-1":  # torchvision's units: (x / 255 - mean) / std
         mean = None if mean is None else tuple(255 * m for m in mean)
         std = (255.0,) if std is None else tuple(255 * s for s in std)
-    return (None if mean is None else np.float32(mean)), (None if std is None else np.float32(std))
+    return (None if mean is None else np.asarray(mean, np.float32),
+            None if std is None else np.asarray(std, np.float32))

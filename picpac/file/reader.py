@@ -10,7 +10,7 @@ import stat
 import struct
 import warnings
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol, Self, runtime_checkable
 
 import numpy as np
@@ -137,10 +137,18 @@ class IndexedReader(RecordReader, Protocol):
     check: bool
     labels: np.ndarray
     groups: np.ndarray
-    arrays: dict[str, ArraySpec]
     downloads: bool
     mapped: bool
-    closed: bool
+
+    @property
+    @abstractmethod
+    def arrays(self) -> dict[str, ArraySpec]:
+        """The fixed-shape array fields the metadata declares (``{}`` for none; docs/arrays.md)."""
+
+    @property
+    @abstractmethod
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
 
     @abstractmethod
     def read(self, i: int, check: bool) -> Record:
@@ -296,7 +304,7 @@ class Reader(BaseReader):
         if state.damaged_slots:
             warnings.warn(f"{self.path}: header commit slot {state.damaged_slots} is damaged; reading the "
                           "newest intact commit (run `picpac verify`)", RuntimeWarning, stacklevel=2)
-        self._view = memoryview(self._bytes)
+        self._view: memoryview | None = self._bytes.data
         self._load(state, size)
         self._stride: int | None = None  # see stride
         self._rows: np.ndarray | None = None  # the records' region as (count, stride) uint8
@@ -330,7 +338,7 @@ class Reader(BaseReader):
                 if not state.damaged_slots or not _changed(fd, st.st_size, header):
                     self._bytes, self._identity = data, (st.st_dev, st.st_ino)
                     return st.st_size, state
-                self.index = None  # a slot torn while being written: read again (the index views the map)
+                del self.index  # a slot torn while being written: read again (the index views the map)
             except CorruptError:
                 if attempt == _OPEN_ATTEMPTS - 1 or not _changed(fd, st.st_size, header):
                     raise
@@ -368,7 +376,7 @@ class Reader(BaseReader):
                 return starts, lengths, problems
         starts = np.zeros(len(records), np.int64)
         lengths = np.full(len(records), -1, np.int64)
-        problems: dict[int, str] = {}
+        problems = {}
         # offsets and sizes may be anything up to 2**64 - 1 (negative as int64): no sum that can overflow
         fine = (offsets >= 0) & (offsets <= end) & (sizes >= RECORD_HEAD.size) & (sizes <= end - offsets)
         for i in np.flatnonzero(~fine).tolist():
@@ -398,7 +406,7 @@ class Reader(BaseReader):
             pieces = iter(rows)  # rows of a C-contiguous array: no slicing
         else:
             begin, stop = offsets[chosen].tolist(), (offsets[chosen] + sizes[chosen]).tolist()
-            view = memoryview(data) if rows is not None else self._view
+            view = data.data if rows is not None else self._view
             pieces = map(view.__getitem__, map(slice, begin, stop))
         failed = self._checksum_problems(records[chosen], pieces, chosen)
         if self.check:
@@ -443,7 +451,7 @@ class Reader(BaseReader):
         powers = self._powers
         if powers is None or powers[0] != rows.shape[1] or len(powers[1]) < len(rows):
             powers = self._powers = (rows.shape[1], crc32_powers(rows.shape[1], max(len(rows), 256)))
-        if zlib.crc32(rows) == crc32_joined(self._checksums[records], powers[1]):
+        if zlib.crc32(rows.data) == crc32_joined(self._checksums[records], powers[1]):
             self._verified[records] = True
             return {}
         failed = self._checksum_problems(records, iter(rows))
@@ -566,10 +574,11 @@ class Reader(BaseReader):
         unmapped when the last view of it goes)."""
         if self._view is None:
             return
-        self._bytes = self._rows = None
+        del self._bytes
+        self._rows = None
         self._view.release()
         self._view = None
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[[str, bool, int, int], Reader], tuple[str, bool, int, int]]:
         return _reopen, (self.path, self.check, self.header.current.seq, self.header.current.crc)
 

@@ -10,7 +10,8 @@ import platform
 import sys
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from types import TracebackType
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -183,7 +184,7 @@ class Writer:
             raise MissingPathError(f"{self.path}: directory {directory} does not exist")
         self._count = 0
         self._index = np.zeros(1024, INDEX_DTYPE)
-        self._file = None
+        self._file: BinaryIO | None = None
         self._temp_path: str | None = None
         self._created: Commit | None = None  # the empty commit of a database an append created
         if not append:
@@ -240,7 +241,7 @@ class Writer:
             raise
         return True
 
-    def _load(self, file) -> None:
+    def _load(self, file: BinaryIO) -> None:
         size = os.fstat(file.fileno()).st_size
         state = read_header(file.read(HEADER_SIZE), size, self.path)
         if state.damaged_slots and size > state.current.end:
@@ -261,8 +262,8 @@ class Writer:
         self._count = len(index)
         self._end = state.current.end
         # Bytes past the committed end were left by an interrupted append: nothing refers to them.
-        self._file.truncate(self._end)
-        self._file.seek(self._end)
+        file.truncate(self._end)
+        file.seek(self._end)
 
     def _publish_empty(self) -> None:
         """Make the new file an empty database at ``path`` now, unless another process made ``path`` first.
@@ -273,6 +274,7 @@ class Writer:
         holds the lock.
         """
         self._write_commit()
+        assert self._temp_path is not None, "called after _create, which names the new file"
         if not durable.publish(self._temp_path, self._target, overwrite=False, sync=False):
             self.abort()
             if not self._open_existing():
@@ -299,7 +301,7 @@ class Writer:
         verbatim. ``label`` is a float, ``group`` an optional int64 (records of one group stay in
         one fold when splitting), ``meta`` a small JSON-serialisable dict.
         """
-        self._check_open()
+        file = self._check_open()
         items = dict(fields or {}, **named_fields)
         if not items:
             raise PicPacValueError("a record needs at least one field, e.g. append(image=jpeg_bytes)")
@@ -326,7 +328,7 @@ class Writer:
         size = len(head) + len(meta_bytes) + sum(v.nbytes for v in views)
         label = float(label)
         frames = self._frames(size, label, group_value, crc) if self._framed else b""
-        write = self._file.write
+        write = file.write
         try:
             write(frames)
             write(head)
@@ -391,12 +393,15 @@ class Writer:
 
     def _rewind(self) -> None:
         """Drop bytes written past the last complete record, so later offsets stay right."""
-        self._file.seek(self._end)
-        self._file.truncate()
+        file = self._check_open()
+        file.seek(self._end)
+        file.truncate()
 
-    def _check_open(self) -> None:
+    def _check_open(self) -> BinaryIO:
+        """The open file; PicPacError when the Writer is closed."""
         if self._file is None:
             raise PicPacError(f"{self.path}: the Writer is closed")
+        return self._file
 
     # -- committing ------------------------------------------------------------------------
     def commit(self) -> None:
@@ -423,9 +428,10 @@ class Writer:
         meta = encode_metadata(self._metadata)
         index_offset = index_offset_after(self._end + len(meta))
         region = meta + bytes(index_offset - self._end - len(meta)) + self._index[: self._count].tobytes()
+        file = self._check_open()
         try:
-            self._file.write(region)
-            self._file.flush()
+            file.write(region)
+            file.flush()
             self._fsync()
         except BaseException:
             self._rewind()
@@ -433,7 +439,7 @@ class Writer:
         commit = Commit(self._commit.seq + 1, self._end, len(meta), index_offset, self._count, crc32(region))
         # The slot is written only after the region it points to is on disk; the other slot keeps
         # describing the previous state until this one is complete.
-        os.pwrite(self._file.fileno(), commit.pack(), SLOT_OFFSETS[self._slot ^ 1])
+        os.pwrite(file.fileno(), commit.pack(), SLOT_OFFSETS[self._slot ^ 1])
         self._commit, self._slot = commit, self._slot ^ 1
         self._end += len(region)
         self._fsync()
@@ -474,7 +480,7 @@ class Writer:
 
     def _fsync(self) -> None:
         if self._sync:
-            os.fsync(self._file.fileno())
+            os.fsync(self._check_open().fileno())
 
     def _fsync_directory(self) -> None:
         if self._sync:
@@ -483,7 +489,8 @@ class Writer:
     def __enter__(self) -> Writer:
         return self
 
-    def __exit__(self, exc_type, exc, tb) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
         if exc_type is None:
             self.close()
         else:

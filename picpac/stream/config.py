@@ -48,10 +48,11 @@ def _int(low: int | None = None, high: int | None = None) -> Callable[[str, Any]
     def check(name: str, value: Any) -> int:
         if isinstance(value, bool) or not isinstance(value, numbers.Integral):
             raise PicPacTypeError(f"config key {name!r} must be an int, got {value!r}")
-        if (low is not None and value < low) or (high is not None and value > high):
+        number = int(value)
+        if (low is not None and number < low) or (high is not None and number > high):
             span = f">= {low}" if high is None else f"in [{low}, {high}]"
             raise PicPacValueError(f"config key {name!r} must be {span}, got {value}")
-        return int(value)
+        return number
     return check
 
 
@@ -190,9 +191,10 @@ def _optional_float(name: str, value: Any) -> float | None:
 def _field_index(name: str, value: Any) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise PicPacTypeError(f"config key {name!r}: a field index must be an int, got {value!r}")
-    if not 0 <= value < MAX_FIELDS:
+    index = int(value)
+    if not 0 <= index < MAX_FIELDS:
         raise PicPacValueError(f"config key {name!r}: field index {value} is not in [0, {MAX_FIELDS})")
-    return int(value)
+    return index
 
 
 def _field(name: str, value: Any) -> str | int:
@@ -257,7 +259,7 @@ def _border(name: str, value: Any) -> str:
     if isinstance(value, str) and value.lower() in BORDER_TYPES.values():
         return value.lower()
     if not isinstance(value, bool) and isinstance(value, numbers.Real) and value in BORDER_TYPES:
-        return BORDER_TYPES[int(value)]
+        return BORDER_TYPES[int(float(value))]  # a Real equal to a key: an int of it
     raise PicPacValueError(f"config key {name!r} must be an OpenCV border type 0-4 or one of "
                            f"'constant', 'replicate', 'reflect', 'wrap', got {value!r}")
 
@@ -532,11 +534,11 @@ def _check_ranks(c: dict[str, Any]) -> None:
     then 0 <= rank < world_size."""
     where = {"rank": "", "world_size": ""}
     if c["rank"] is None or c["world_size"] is None:
-        env = [os.environ.get(name) for name in RANK_VARIABLES]
-        if None not in env:
-            for key, variable, text, low in zip(("rank", "world_size"), RANK_VARIABLES, env, (0, 1)):
+        if all(name in os.environ for name in RANK_VARIABLES):
+            for key, variable, low in zip(("rank", "world_size"), RANK_VARIABLES, (0, 1)):
                 if c[key] is not None:
                     continue
+                text = os.environ[variable]
                 try:
                     value = int(text.strip())
                 except ValueError:

@@ -7,8 +7,8 @@ import time
 import warnings
 import weakref
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, NamedTuple
+from collections.abc import Callable, Generator, Iterator, Mapping
+from typing import Any, NamedTuple, cast
 
 import cv2
 import numpy as np
@@ -18,7 +18,7 @@ from ..engine.executor import Executor, ThreadExecutor
 from ..engine.process_executor import ProcessExecutor
 from ..engine.processes import pack_recipe
 from ..errors import PicPacError, PicPacTypeError, PicPacValueError
-from ..file.reader import IndexedReader, RecordReader
+from ..file.reader import IndexedReader, Reader, RecordReader
 from ..file.shards import open_database
 from ..sampling import Sampler, assign_folds, select
 from .batch_job import BatchJob, batch_plan
@@ -32,7 +32,11 @@ from .processor import Processor
 from .sample_job import Profile, SampleJob
 from .workers import Choice, choose
 
-Batch = tuple  # (images, labels | masks, pad) or (images, boxes | points, counts, pad); PicPac v2: a list
+Batch = tuple[Any, ...] | list[Any]
+"""(images, labels | masks, pad) or (images, boxes | points, counts, pad); PicPac v2 (``v2=True``): a list,
+[Meta, images, *facets]."""
+Batches = Generator[Batch, None, None]
+"""A stream's batches: a generator, so that ``close()`` (or dropping it) stops the work under way."""
 
 
 class Meta(NamedTuple):
@@ -114,12 +118,13 @@ class _Pipeline:
                 p, self.workers_reason = c.parallelism, choice.reason
             if p.device is not None:
                 from ..device.executor import DeviceExecutor  # torch: imported only by a stream on a device
-                self.job: Job = DeviceJob(self._readers, c, self.processor, self.profile)
+                device_job = DeviceJob(self._readers, c, self.processor, self.profile)
+                self.job: Job = device_job
                 self.fused_reason = f"device={p.device!r} (the device stage makes the batches)"
-                self.executor = DeviceExecutor(capacity(c)[0], self.job.stage, "picpac-stream", timeout)
+                self.executor = DeviceExecutor(capacity(c)[0], device_job.stage, "picpac-stream", timeout)
             else:
-                if plan is not None:
-                    self.job = BatchJob(self._readers, c, self.pool, self.processor, plan)
+                if plan is not None:  # batch_plan gives a plan only when every reader is mapped: a Reader
+                    self.job = BatchJob(cast("list[Reader]", self._readers), c, self.pool, self.processor, plan)
                 elif self.fused_reason is None:
                     self.job = FusedSampleJob(self._readers, c, self.processor, self.profile)
                 else:
@@ -129,11 +134,11 @@ class _Pipeline:
             self.close()
             raise
         self._failed = (0, -2, 0)  # (keys that cover the pool, the last failed key, failures in a row)
-        self.stats = {"samples": 0, "batches": 0, "skipped": 0, "skipped_records": [], "damaged": 0,
-                      "damaged_records": [],
-                      "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
-                      "fused_reason": self.fused_reason if plan is None else "the batch path runs",
-                      "worker_count": capacity(c)[0], "workers_reason": self.workers_reason}
+        self.stats: dict[str, Any] = {
+            "samples": 0, "batches": 0, "skipped": 0, "skipped_records": [], "damaged": 0, "damaged_records": [],
+            "path": "sample" if plan is None else "batch", "path_reason": self.path_reason,
+            "fused_reason": self.fused_reason if plan is None else "the batch path runs",
+            "worker_count": capacity(c)[0], "workers_reason": self.workers_reason}
         if isinstance(self.job, DeviceJob):
             self.stats["device_decoder"] = self.job.stage.decoder_name
 
@@ -197,7 +202,7 @@ class _Pipeline:
                 _check_field(reader, "annotation_field", d.annotation_field)
         reader = self._readers[0]
         needed = {"json": ("annotation",), "image": ("mask", "annotation"),
-                  "any": ("annotation", "mask")}.get(d.annotate)
+                  "any": ("annotation", "mask")}.get(d.annotate or "")
         if d.annotation_field is None and needed and not any(name in reader.fields for name in needed):
             raise PicPacValueError(f"{reader.path}: task={self.config.output.task!r} with annotate={d.annotate!r} "
                                    f"reads the {' or '.join(map(repr, needed))} field, but no record has one; the "
@@ -226,26 +231,29 @@ class _Pipeline:
                                        f"give 1 or {channels}, or set channels=1 or 3")
 
     # -- batches: the one delivery loop ------------------------------------------------------------
-    def batches(self, keys: Keys, real: int | None) -> Iterator[Batch]:
+    def batches(self, keys: Keys, real: int | None) -> Batches:
         """Batches of ``keys``; in a finite pass the keys after the first ``real`` are padding."""
         self._failed = (keys.cover, -2, 0)
         return self._finishing(self._deliver(keys, real))
 
-    def _finishing(self, batches: Iterator[Batch]) -> Iterator[Batch]:
+    def _finishing(self, batches: Iterator[Batch]) -> Batches:
         """``batches``, and the end of the pass noted when they end (loop=False)."""
         yield from batches
         self.position.finish()
 
-    def _deliver(self, keys: Keys, real: int | None) -> Iterator[Batch]:
+    def _deliver(self, keys: Keys, real: int | None) -> Batches:
         """The job's units on the executor, their parts assembled into batches, in key order.
 
         A batch's images may be a view into the executor's shared memory (backend='process'), which it
         overwrites once KEEP more batches were asked for: copied unless copy=False, and a batch still
         referenced then is warned about."""
-        job = self.job
-        deliveries = self.executor.run(job, job.units(keys, self.pool), job.group, job.window, self._on_error,
-                                       job.chunk, job.layout())
+        job, executor = self.job, self.executor
+        assert executor is not None, "set by __init__, which failed otherwise"
+        deliveries = executor.run(job, job.units(keys, self.pool), job.group, job.window, self._on_error, job.chunk,
+                                  job.layout())
         parts = job.collect(deliveries, real, self._skip)
+        # the executors and the jobs make them by generators: closed below, they stop the work under way
+        assert isinstance(deliveries, Generator) and isinstance(parts, Generator)
         views: deque[weakref.ref | None] = deque(maxlen=KEEP)  # the last batches' images, while shared
         copy = self.config.parallelism.copy
         mark = time.perf_counter()
@@ -308,7 +316,7 @@ class _Pipeline:
         self.stats["damaged_records"] += damaged[:max(0, room)]
 
     def _assemble(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int,
-                  made: tuple | None = None) -> tuple:
+                  made: tuple | None = None) -> Batch:
         """A batch from its images (a list of arrays, or one array already stacked: a torch tensor from the device
         stage) and per-sample targets (or the task's batch arrays ``made`` by the job)."""
         start = time.perf_counter()
@@ -319,7 +327,7 @@ class _Pipeline:
                 self.profile.stages["batch"] += time.perf_counter() - start
 
     def _assemble_batch(self, images: Any, targets: tuple, dense: tuple, positions: Any, pad: int,
-                        made: tuple | None) -> tuple:
+                        made: tuple | None) -> Batch:
         if isinstance(images, list):
             shapes = {image.shape for image in images}
             if len(shapes) > 1:
@@ -331,6 +339,7 @@ class _Pipeline:
         # v2's mask facet keeps the dtype its rasterize step (or mask image) gave it
         masks = np.result_type(*targets) if self.config.output.task == "segment" and made is None else None
         targets = self.processor.targets(list(targets), labels, records, list(dense), made)
+        batch: Batch
         if self.config.output.v2:
             batch, arrays, count = self._v2_batch(images, targets, records, labels, pad, masks)
         else:
@@ -434,7 +443,7 @@ def _dump(index: int, arrays: tuple, processor: Any) -> None:
                         np.clip(image, 0, 255).astype(np.uint8))
 
 
-def _keep_alive(stream: ImageStream, batches: Iterator[Batch]) -> Iterator[Batch]:
+def _keep_alive(stream: ImageStream, batches: Batches) -> Batches:
     """``batches``, holding ``stream`` alive while a for loop runs over a temporary stream."""
     try:
         yield from batches
@@ -479,17 +488,18 @@ class ImageStream:
             config = StreamConfig.from_dict(keys)
         elif keys:
             config = config.replace(**keys)
-        self._current: Iterator[Batch] | None = None  # the batches next() draws from
-        self._active: weakref.ref | None = None  # the newest batches, to stop them when a new loop starts
+        self._current: Batches | None = None  # the batches next() draws from
+        self._active: weakref.ref[Batches] | None = None  # the newest batches, to stop them when a new loop starts
         self._pipeline = _Pipeline(path, config)
         self.config = self._pipeline.config  # workers='auto' resolved
 
     # -- the public protocol -----------------------------------------------------------------------
-    def __iter__(self) -> Iterator[Batch]:
-        """Endless batches from where the last loop stopped (loop=True), or one pass (loop=False)."""
+    def __iter__(self) -> Batches:
+        """Endless batches from where the last loop stopped (loop=True), or one pass (loop=False); ``close()`` on
+        them stops their workers."""
         return _keep_alive(self, self._start())
 
-    def _start(self) -> Iterator[Batch]:
+    def _start(self) -> Batches:
         self._check_open()
         self._stop()  # one engine at a time: a new loop replaces an abandoned one
         batches = self._pipeline.batches(*self._pipeline.order())
@@ -573,7 +583,7 @@ class ImageStream:
         self._pipeline.close()
 
     def _stop(self) -> None:
-        for batches in (self._current, self._active and self._active()):
+        for batches in (self._current, self._active() if self._active is not None else None):
             if batches is not None:
                 batches.close()
         self._current = self._active = None

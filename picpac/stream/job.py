@@ -81,7 +81,8 @@ class Job(Protocol):
     chunk: int
     """Units per hand-off to a worker thread."""
 
-    def __call__(self, unit: Any) -> tuple[np.ndarray, Any]: ...
+    def __call__(self, unit: Any) -> tuple[Any, Any]:
+        """A unit's work: its array (the device stage's plan, for a DeviceJob) and what goes with it."""
 
     def build(self) -> Job:
         """The job in a worker process (it arrives pickled)."""

@@ -9,13 +9,13 @@ directly (``Sampler.take``/``pass_order`` and ``share``): nothing is replayed.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import PicPacValueError
-from ..file.reader import Reader
+from ..errors import PicPacTypeError, PicPacValueError
+from ..file.reader import BaseReader, IndexedReader
 from ..file.shards import ShardedReader
 from ..sampling import Sampler
 from ..sampling.sampler import share
@@ -213,17 +213,19 @@ class Position:
         self.epoch, self.start, self.offset, self.started = epoch, start, offset, False
 
 
-def fingerprint(reader: Reader | ShardedReader) -> dict[str, Any]:
+def fingerprint(reader: IndexedReader) -> dict[str, Any]:
     """What identifies a database's committed contents: its records and its commit (number, CRC, end); for a
     sharded dataset its records and every shard's (name, records, commit), in order."""
     if isinstance(reader, ShardedReader):
         return {"records": len(reader),
                 "shards": [{"name": os.path.basename(shard.path), **fingerprint(shard)} for shard in reader.shards]}
+    if not isinstance(reader, BaseReader):  # a Reader or a RemoteReader: one file's, which has a commit
+        raise PicPacTypeError(f"{reader.path}: a {type(reader).__name__} has no commit to resume from")
     commit = reader.header.current
     return {"records": len(reader), "commit": int(commit.seq), "crc": int(commit.crc), "bytes": int(commit.end)}
 
 
-def state_dict(position: Position, config: StreamConfig, readers: list[Reader]) -> dict[str, Any]:
+def state_dict(position: Position, config: StreamConfig, readers: Sequence[IndexedReader]) -> dict[str, Any]:
     """The JSON-serialisable state of a stream (docs/stream.md, "Ranks and resume")."""
     return {"format": STATE_FORMAT, **position.state(),
             "config": {key: config[key] for key in MATCH},
@@ -235,7 +237,7 @@ def _equal(theirs: Any, ours: Any) -> bool:
     return isinstance(theirs, bool) == isinstance(ours, bool) and theirs == ours
 
 
-def load_state_dict(position: Position, config: StreamConfig, readers: list[Reader], state: Any) -> None:
+def load_state_dict(position: Position, config: StreamConfig, readers: Sequence[IndexedReader], state: Any) -> None:
     """Restore ``state`` into ``position``, or PicPacValueError naming what differs from this stream, or the
     key that no state of it can hold."""
     path = readers[0].path
