@@ -24,18 +24,23 @@ from ..file.writer import Writer, _as_bytes, warn_unclosed
 
 KINDS = ("lmdb", "tfrecord", "hdf5", "npz", "sqlite", "tar", "binary")
 """The store formats, as ``picpac import --from`` and ``picpac export --to`` name them."""
+TABLE_KINDS = ("parquet", "arrow", "mds")
+"""Tables of other libraries' datasets (Hugging Face's Parquet and Arrow, MosaicML's MDS): ``picpac import --from``
+reads them by column (an image column, a label column, meta columns); ``parquet`` is also written
+(``picpac export --to parquet``) as Hugging Face's ``datasets`` reads it."""
 
 
 class MissingPackageError(PicPacError, ImportError):
-    """A format needs an optional package (``pip install picpac[formats]``)."""
+    """A format needs an optional package (``pip install picpac[formats]``, ``picpac[parquet]``, ...)."""
 
 
-def require_package(module: str, kind: str):
+def require_package(module: str, kind: str, extra: str = "formats"):
+    """``import module`` for the ``kind`` format, or a MissingPackageError naming ``pip install picpac[extra]``."""
     try:
         return __import__(module)
     except ImportError:
         raise MissingPackageError(f"the {kind} format needs the {module!r} package: "
-                                  "pip install picpac[formats]") from None
+                                  f"pip install picpac[{extra}]") from None
 
 
 def corrupt_error(path: str, index: int, reason: str) -> CorruptError:

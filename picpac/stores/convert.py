@@ -6,6 +6,7 @@ death is a PicPacError naming the store here, not the end of this process.
 """
 from __future__ import annotations
 
+import glob
 import json
 import os
 import struct
@@ -22,11 +23,15 @@ from ..file.reader import Record, RecordReader
 from ..file.remote import RemoteOptions
 from ..file.shards import open_database
 from ..file.writer import Writer
-from .base import KINDS, StoreReader, StoreWriter, corrupt_error, free_space, output_errors, require_package
+from .arrow import ArrowReader
+from .base import (KINDS, TABLE_KINDS, StoreReader, StoreWriter, corrupt_error, free_space, output_errors,
+                   require_package)
 from .binary import BinaryReader, BinaryWriter, index_path
 from .hdf5 import HDF5Reader, HDF5Writer
 from .lmdb import LmdbReader, LmdbWriter
+from .mds import MdsReader
 from .npz import NpzReader, NpzWriter
+from .parquet import ParquetReader, ParquetWriter, plan_table
 from .records import decode_record, record_parts
 from .sqlite import SqliteReader, SqliteWriter
 from .tar import TarReader, TarWriter
@@ -34,10 +39,11 @@ from .tfrecord import TFRecordReader, TFRecordWriter
 
 WRITERS: dict[str, type[StoreWriter]] = {"lmdb": LmdbWriter, "tfrecord": TFRecordWriter, "hdf5": HDF5Writer,
                                          "npz": NpzWriter, "sqlite": SqliteWriter, "tar": TarWriter,
-                                         "binary": BinaryWriter}
+                                         "binary": BinaryWriter, "parquet": ParquetWriter}
 READERS: dict[str, type[StoreReader]] = {"lmdb": LmdbReader, "tfrecord": TFRecordReader, "hdf5": HDF5Reader,
                                          "npz": NpzReader, "sqlite": SqliteReader, "tar": TarReader,
-                                         "binary": BinaryReader}
+                                         "binary": BinaryReader, "parquet": ParquetReader, "arrow": ArrowReader,
+                                         "mds": MdsReader}
 CHILD_READS = frozenset({"lmdb", "hdf5"})
 """Formats that :func:`import_store` reads in a child process (:class:`IsolatedReader`)."""
 CHILD_WRITES = frozenset({"hdf5"})
@@ -49,9 +55,10 @@ _LIBRARY = {"lmdb": "liblmdb", "hdf5": "libhdf5"}
 _PACKAGE = {"lmdb": "lmdb", "hdf5": "h5py"}
 
 
-def _kind(kind: str) -> str:
-    if kind not in WRITERS:
-        raise PicPacValueError(f"unknown store format {kind!r}; one of {', '.join(KINDS)}")
+def _kind(kind: str, known: Mapping[str, type] = READERS) -> str:
+    if kind not in known:
+        names = ", ".join(k for k in (*KINDS, *TABLE_KINDS) if k in known)
+        raise PicPacValueError(f"unknown store format {kind!r}; one of {names}")
     return kind
 
 
@@ -59,19 +66,21 @@ def open_writer(path: str | os.PathLike, kind: str, *, metadata: Mapping[str, An
                 **options: Any) -> StoreWriter:
     """A writer of store format ``kind`` (one of :data:`KINDS`) building ``path``; ``options`` go to the
     format's writer (``fields=[...]`` for ``tar``: the dataset's field names up front)."""
-    return WRITERS[_kind(kind)](path, metadata=metadata, **options)
+    return WRITERS[_kind(kind, WRITERS)](path, metadata=metadata, **options)
 
 
 def open_reader(path: str | os.PathLike, kind: str, *, check: bool = True, **options: Any) -> StoreReader:
     """A reader of the ``kind`` store at ``path``; ``check`` verifies stored checksums where the format
     has them (TFRecord's CRC32C, PPR1's CRC32 in lmdb and binary); ``options`` are the reader's own
-    (TFRecordReader's ``image_feature`` and ``label_feature``)."""
+    (TFRecordReader's ``image_feature`` and ``label_feature``; the tables' ``image_column`` and ``label_column``)."""
     return READERS[_kind(kind)](path, check=check, **options)
 
 
 def store_size(path: str | os.PathLike, kind: str | None = None) -> int:
     """Bytes on disk of a store: its file, the files of its directory, or a binary store's two files."""
     path = os.fspath(path)
+    if not os.path.exists(path) and glob.has_magic(path):  # a table's files
+        return sum(os.path.getsize(name) for name in glob.glob(path) if os.path.isfile(name))
     if os.path.isdir(path):
         return sum(os.path.getsize(os.path.join(root, name)) for root, _, names in os.walk(path) for name in names)
     size = os.path.getsize(path)
@@ -269,7 +278,7 @@ def _write_errors(kind: str) -> tuple[type[BaseException], ...]:
 
 def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None = None, *,
             send: Callable[..., None] | None = None, remote: RemoteOptions | None = None,
-            layout: str | None = None) -> int:
+            layout: str | None = None, shard_size: int | str | None = None) -> int:
     """Copy database ``db`` (a file, a URL, or shards) into the new store ``dst``; the number of records. With
     ``send`` (in the child of :func:`_export_in_child`) the count and the progress go to the parent."""
     with open_database(db, remote=remote) as reader:
@@ -278,7 +287,9 @@ def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None 
             progress = partial(_SentProgress, send)
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}
         # tar names the image member by its type unless a field has that name: it needs every name first
-        options = {"fields": reader.fields} if kind == "tar" else {"layout": layout} if layout else {}
+        options: dict[str, Any] = {"fields": reader.fields} if kind == "tar" else {"layout": layout} if layout else {}
+        if kind == "parquet":  # a table's columns are set before its first row: read the records once first
+            options = {"plan": plan_table(reader, reader.fields, reader.classes), "shard_size": shard_size}
         with output_errors(dst, _write_errors(kind)), open_writer(dst, kind, metadata=metadata, **options) as writer:
             _copy(reader, writer, db, progress)
         return len(reader)
@@ -286,10 +297,11 @@ def _export(db: str, dst: str, kind: str, progress: Callable[[int], Any] | None 
 
 def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, overwrite: bool = False,
                  progress: Callable[[int], Any] | None = None, remote: RemoteOptions | None = None,
-                 layout: str | None = None) -> ConvertReport:
+                 layout: str | None = None, shard_size: int | str | None = None) -> ConvertReport:
     """Copy every record of picpac database ``db`` (and its metadata) into a new ``kind`` store ``dst``; ``db``
     may be a URL (read with ``remote``'s options) or a dataset of shards, as ImageStream takes. ``layout``
-    ``'tensorpack'`` (``kind='lmdb'``) writes what tensorpack's own LMDBSerializer.load reads.
+    ``'tensorpack'`` (``kind='lmdb'``) writes what tensorpack's own LMDBSerializer.load reads; ``shard_size``
+    (``kind='parquet'``: bytes, or "500MB", "1GB") makes ``dst`` a folder of Parquet files of about that size.
 
     ``progress(total)`` may return a progress bar (``.update(1)`` per record, ``.close()``), e.g.
     ``lambda total: tqdm(total=total)``. ``dst`` appears only when the copy is complete. A write that
@@ -297,27 +309,33 @@ def export_store(db: str | os.PathLike, dst: str | os.PathLike, kind: str, *, ov
     process (:data:`CHILD_WRITES`)."""
     start = time.perf_counter()
     db, dst = os.fspath(db), os.fspath(dst)
-    _kind(kind)
+    _kind(kind, WRITERS)
     if layout is not None and kind != "lmdb":
         raise PicPacValueError(f"{dst}: layout {layout!r} is an LMDB layout; export --to lmdb with it")
+    if shard_size is not None and kind != "parquet":
+        raise PicPacValueError(f"{dst}: shard_size (--shard-size) splits Parquet exports; export --to parquet with it")
     _check_target(dst, overwrite)
     with open_database(db, remote=remote) as reader:  # a missing or damaged database is named before a child
         size = sum(shard.file_size for shard in getattr(reader, "shards", [reader]))
     if kind in CHILD_WRITES:
         count = _export_in_child(db, dst, kind, progress, remote)
     else:
-        count = _export(db, dst, kind, progress, remote=remote, layout=layout)
+        count = _export(db, dst, kind, progress, remote=remote, layout=layout, shard_size=shard_size)
     return ConvertReport("exported", count, db, size, f"{kind} {dst}", store_size(dst, kind),
                          time.perf_counter() - start)
 
 
 def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, overwrite: bool = False,
                  progress: Callable[[int], Any] | None = None, image_feature: str | None = None,
-                 label_feature: str | None = None, unpickle: bool = False) -> ConvertReport:
+                 label_feature: str | None = None, unpickle: bool = False, image_column: str | None = None,
+                 label_column: str | None = None) -> ConvertReport:
     """Copy every record of the ``kind`` store ``src`` (and its metadata) into a new picpac database ``db``;
     for a TFRecord file written elsewhere, ``image_feature`` and ``label_feature`` name the features that hold
-    the images and the labels (:class:`~.tfrecord.TFRecordReader`); ``unpickle`` reads the pickled datapoints of
+    the images and the labels (:class:`~.tfrecord.TFRecordReader`), for a table (:data:`TABLE_KINDS`)
+    ``image_column`` and ``label_column`` its columns; ``unpickle`` reads the pickled datapoints of
     an LMDB that tensorpack's LMDBSerializer wrote (:class:`~.lmdb.LmdbReader`: only for a file you trust).
+    Records are copied as they are; ``picpac import --from parquet|arrow|mds`` (:func:`picpac.tools.tables.import_table`)
+    also checks every image and turns detection columns into shapes.
 
     LMDB and HDF5 stores are read by a child process (:class:`IsolatedReader`), so that their libraries'
     crashes on a damaged store are errors; a write that fails (a full disk) is a FileIOError naming ``db``."""
@@ -330,8 +348,12 @@ def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, ov
                                f"{kind} store")
     if unpickle and kind != "lmdb":
         raise PicPacValueError(f"{src}: unpickle reads tensorpack's LMDBs, not a {kind} store")
+    columns = {k: v for k, v in (("image_column", image_column), ("label_column", label_column)) if v}
+    if columns and kind not in TABLE_KINDS:
+        raise PicPacValueError(f"{src}: {' and '.join(columns)} name columns of a table ({', '.join(TABLE_KINDS)}), "
+                               f"not of a {kind} store")
     _check_target(db, overwrite)
-    options = {"unpickle": True} if unpickle else features
+    options = {"unpickle": True} if unpickle else {**features, **columns}
     with (IsolatedReader(src, kind, **options) if kind in CHILD_READS else open_reader(src, kind, **options)) \
             as reader:
         metadata = {k: v for k, v in reader.metadata.items() if k != "fields"}

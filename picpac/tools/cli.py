@@ -16,7 +16,7 @@ from ..errors import PicPacError, SourceError
 from ..file import durable
 from ..image.decoding import MAX_PIXELS
 from ..sources.base import FORMATS, LABEL_KINDS, PICPAC_NUMBERS, format_name
-from ..stores import KINDS as STORE_KINDS
+from ..stores import KINDS as STORE_KINDS, TABLE_KINDS
 from .docs import docs_hint
 
 IMPORT_FORMATS = list(FORMATS)
@@ -161,7 +161,13 @@ def _import_arguments(f, default_format: str):
     f = click.option("--label-column", default=None, metavar="N|NAME",
                      help="-f list, csv: the label column (its number, 1 the first, or its header name) [default: a "
                           "list's header column label, class or class_index, else column 2 of a 2-column list; a "
-                          "CSV's column label].")(f)
+                          "CSV's column label]; --from parquet, arrow, mds: the label column's name [default: the "
+                          "first ClassLabel; mds: label].")(f)
+    f = click.option("--image-column", default=None, metavar="NAME",
+                     help="--from parquet, arrow, mds: the column of the images [default: the first Image].")(f)
+    f = click.option("--bbox-format", type=click.Choice(["xywh", "xyxy"]), default="xywh", show_default=True,
+                     help="--from parquet, arrow: the boxes of a detection column (objects: bbox, category), "
+                          "in pixels.")(f)
     f = click.option("--label-kind", type=click.Choice(LABEL_KINDS), default="auto", show_default=True,
                      help="-f list, csv: the labels are numbers, or class names (each its position in the sorted "
                           "names); auto takes whichever every label is and refuses a column mixing the two.")(f)
@@ -180,7 +186,7 @@ def _import_arguments(f, default_format: str):
     f = click.option("--image-feature", default=None,
                      help="--from tfrecord: the feature that holds each record's encoded image, e.g. image/encoded; "
                           "it becomes the field `image` [default: each bytes feature a field of its name].")(f)
-    f = click.option("--from", "store", type=click.Choice(STORE_KINDS), default=None,
+    f = click.option("--from", "store", type=click.Choice([*STORE_KINDS, *TABLE_KINDS]), default=None,
                      help=f"SRC is a whole dataset in this storage format ({docs_hint('stores')}), not images; "
                           "excludes -f and the image options.")(f)
     f = click.option("-f", "--format", "fmt", type=ImportFormat(), default=default_format, show_default=True,
@@ -190,7 +196,7 @@ def _import_arguments(f, default_format: str):
 
 
 def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str | None, label_feature: str | None,
-            unpickle: bool, **options) -> None:
+            unpickle: bool, image_column: str | None, bbox_format: str, **options) -> None:
     """What `picpac import` and `picpac-import` run."""
     features = {"image_feature": image_feature, "label_feature": label_feature}
     if store != "tfrecord" and any(features.values()):
@@ -200,6 +206,11 @@ def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str |
         raise click.UsageError("--unpickle reads tensorpack's LMDBs: it goes with --from lmdb")
     if unpickle:
         features["unpickle"] = True
+    ctx = click.get_current_context()
+    if store not in TABLE_KINDS and (image_column or ctx.get_parameter_source("bbox_format")
+                                       is not click.core.ParameterSource.DEFAULT):
+        raise click.UsageError("--image-column and --bbox-format name columns of a table: they go with --from "
+                               f"{', '.join(TABLE_KINDS)}")
     if store is None:
         from .ingest import import_dataset
 
@@ -207,14 +218,23 @@ def _import(src: str, db: str, fmt: str, store: str | None, image_feature: str |
             report = import_dataset(src, db, format=fmt, **options)
         click.echo(report.summary())
         return
-    ctx = click.get_current_context()
+    table = ("strict", "keep_damaged", "max_pixels", "threads", "shard_size", "label_column")
     given = [name for name in ("fmt", "labels", "classes", "strict", "keep_damaged", "max_size", "max_pixels",
                                "threads", "root", "shard_size", "label_kind", "label_column", "class_name_column")
-             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT]
+             if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT
+             and not (store in TABLE_KINDS and name in table)]
     if given:
         shown = [("-f/--format" if n == "fmt" else "--" + n.replace("_", "-")) for n in given]
         raise click.UsageError(f"--from cannot be combined with {', '.join(shown)} "
                                "(they apply to image layouts)")
+    if store in TABLE_KINDS:
+        from .tables import import_table
+
+        with _no_temps_left(db):
+            report = import_table(src, db, store, image_column=image_column, bbox_format=bbox_format,
+                                  **{name: options[name] for name in ("overwrite", *table)})
+        click.echo(report.summary())
+        return
     from ..stores import import_store
 
     with _no_temps_left(db):
@@ -229,7 +249,7 @@ def import_command(**options) -> None:
     """Import images (and labels, annotations, masks) from SRC into the picpac database DB.
 
     With --from FORMAT, SRC is a dataset in another storage format (lmdb, tfrecord, hdf5, npz, sqlite,
-    tar, binary), copied record by record.
+    tar, binary), copied record by record, or a table (parquet, arrow, mds) whose rows are checked as images are.
     """
     _import(**options)
 
@@ -260,7 +280,7 @@ def _storage_options(f):
 
 
 @main.command("export", cls=_Command)
-@click.option("--to", "store", type=click.Choice(STORE_KINDS), required=True,
+@click.option("--to", "store", type=click.Choice([*STORE_KINDS, "parquet"]), required=True,
               help=f"Storage format of DST ({docs_hint('stores')}).")
 @click.argument("db", type=click.Path())
 @click.argument("dst", type=click.Path())
@@ -268,8 +288,11 @@ def _storage_options(f):
 @click.option("--layout", type=click.Choice(["picpac", "tensorpack"]), default=None,
               help="--to lmdb: picpac's records [default], or what tensorpack's LMDBSerializer.load reads: "
                    "[field values..., label] pickled.")
+@click.option("--shard-size", default=None, metavar="SIZE",
+              help="--to parquet: DST is a folder of files of about SIZE bytes (500MB, 1GB) [default: one file].")
 @_storage_options
-def export_command(store: str, db: str, dst: str, overwrite: bool, layout: str | None, remote) -> None:
+def export_command(store: str, db: str, dst: str, overwrite: bool, layout: str | None, shard_size: str | None,
+                   remote) -> None:
     """Copy every record of the picpac database DB into DST in another storage format. DB may be a URL
     (s3://, gs://, https://), several files, a glob or a .shards index, as a stream takes.
 
@@ -279,7 +302,7 @@ def export_command(store: str, db: str, dst: str, overwrite: bool, layout: str |
 
     with _no_temps_left(dst, *([index_path(dst)] if store == "binary" else [])):
         report = export_store(db, dst, store, overwrite=overwrite, progress=_bar(f"export {store}"), remote=remote,
-                              layout=layout)
+                              layout=layout, shard_size=shard_size)
     click.echo(report.summary())
 
 
