@@ -255,3 +255,40 @@ def imagenet_db(path, extra: tuple[tuple[bytes, int], ...] = ()) -> Path:
         for data, label in extra:
             w.append(image=data, label=label)
     return Path(path)
+
+
+def hf_datasets(monkeypatch, tmp_path):
+    """Hugging Face's ``datasets`` (skipped where it is missing), offline, its caches under ``tmp_path``."""
+    for name, value in (("HF_DATASETS_OFFLINE", "1"), ("HF_HUB_OFFLINE", "1"), ("HF_HOME", tmp_path / "hf"),
+                        ("HF_DATASETS_CACHE", tmp_path / "hf" / "datasets")):
+        monkeypatch.setenv(name, str(value))
+    return pytest.importorskip("datasets", reason="needs Hugging Face's datasets (pip install picpac[hf])")
+
+
+def imagenet_jpegs(n: int) -> list[tuple[str, bytes, int]]:
+    """(name, JPEG bytes, class index) of the first ``n`` images of imagenet-250 (skips where it is missing)."""
+    folder = SHARED_DATA / "imagenet-250"
+    if not folder.is_dir():
+        pytest.skip(f"real data not found at {folder} (the ../shared folder beside the repo)")
+    labels = dict(line.split("\t")[:2] for line in (folder / "labels.tsv").read_text().splitlines()[1:])
+    return [(name, (folder / name).read_bytes(), int(labels[name])) for name in sorted(labels)[:n]]
+
+
+def coco_boxes(n: int) -> tuple[list[tuple[str, bytes, int, int, list[list[float]], list[int]]], list[str]]:
+    """(name, JPEG bytes, width, height, boxes [x, y, w, h] in pixels, class ids) of the first ``n`` images of
+    coco128-train, from its YOLO labels, and the class names (skips where the data is missing)."""
+    import yaml
+
+    folder = SHARED_DATA / "coco128-train"
+    if not folder.is_dir():
+        pytest.skip(f"real data not found at {folder} (the ../shared folder beside the repo)")
+    names = yaml.safe_load((folder / "detection-classes.yaml").read_text())["names"]
+    classes = [names[i] for i in range(len(names))] if isinstance(names, dict) else list(names)
+    out = []
+    for path in sorted((folder / "images").glob("*.jpg"))[:n]:
+        height, width = cv2.imread(str(path)).shape[:2]
+        rows = [line.split() for line in (folder / "detection" / f"{path.stem}.txt").read_text().splitlines()]
+        boxes = [[(float(cx) - float(w) / 2) * width, (float(cy) - float(h) / 2) * height, float(w) * width,
+                  float(h) * height] for _, cx, cy, w, h in rows]
+        out.append((path.name, path.read_bytes(), width, height, boxes, [int(row[0]) for row in rows]))
+    return out, classes

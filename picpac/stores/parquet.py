@@ -28,10 +28,11 @@ from .base import StoreReader, StoreWriter, check_regular
 
 ROW_GROUP_ROWS = 100
 """Rows per row group written: what ``datasets`` writes for image datasets."""
-BATCH_ROWS = 64
+BATCH_ROWS = 16
 """Rows per record batch read while iterating: a few MB of images in memory at a time."""
 _BUFFER = 1 << 20
-"""pyarrow reads column chunks through a buffer of this size, page by page, not a whole chunk at once."""
+"""pyarrow reads column chunks through a buffer of this size, page by page, not a whole chunk at once; and it
+reads no row group ahead (``pre_buffer=False``: with it pyarrow fetches every row group of the file at once)."""
 
 
 def _parquet_module() -> Any:
@@ -108,7 +109,7 @@ class ParquetReader(StoreReader):
         k = bisect.bisect_right(self._starts, i) - 1
         g = bisect.bisect_right(self._groups[k], i) - 1
         if self._cached is None or self._cached[0] != (k, g):
-            with _parquet_module().ParquetFile(self._files[k], buffer_size=_BUFFER) as f:
+            with _parquet_module().ParquetFile(self._files[k], buffer_size=_BUFFER, pre_buffer=False) as f:
                 self._cached = (k, g), f.read_row_group(g, columns=self.table.columns, use_threads=False)
         rows = self._cached[1].slice(i - self._groups[k][g], 1).to_batches()
         return self._record(i, *next(hf.batch_rows(rows[0], self.table)))
@@ -118,19 +119,20 @@ class ParquetReader(StoreReader):
         index = 0
         pq = _parquet_module()
         for name in self._files:
-            with pq.ParquetFile(name, buffer_size=_BUFFER) as f:
+            with pq.ParquetFile(name, buffer_size=_BUFFER, pre_buffer=False) as f:
                 batches = f.iter_batches(batch_size=BATCH_ROWS, columns=self.table.columns, use_threads=False)
-                while True:
-                    try:
-                        batch = next(batches, None)
-                        if batch is None:
-                            break
-                        rows = list(hf.batch_rows(batch, self.table))
-                    except self._damage as exc:
-                        raise self._error(exc, index) from None
+                while (rows := self._next(batches, index)) is not None:
                     for row in rows:
                         yield self._record(index, *row)
                         index += 1
+
+    def _next(self, batches: Iterator[Any], index: int) -> list[tuple] | None:
+        """The rows of the next batch (None after the last), a damaged one a CorruptError naming record ``index``."""
+        try:
+            batch = next(batches, None)
+            return None if batch is None else list(hf.batch_rows(batch, self.table))
+        except self._damage as exc:
+            raise self._error(exc, index) from None
 
     def _after_fork(self) -> None:
         self._cached = None
@@ -205,7 +207,8 @@ class ParquetWriter(StoreWriter):
     dataset's ``classes`` (or int64, float64 values), ``group``, a column per meta key; rows in record order,
     :data:`ROW_GROUP_ROWS` to a row group. ``plan`` (:func:`plan_table`) gives the columns; without it the first
     record sets them. With ``shard_size`` (bytes, or "500MB", "1GB") ``path`` is a folder of files
-    ``data-00000-of-0000N.parquet``, a new one begun once a file holds that many bytes of fields."""
+    ``data-00000-of-0000N.parquet``, a new one begun once a file holds that many bytes of fields (a row group
+    ends there too)."""
 
     kind = "parquet"
 
@@ -231,7 +234,7 @@ class ParquetWriter(StoreWriter):
             os.mkdir(self._temp)
         self._files: list[str] = []
         self._file = None
-        self._file_bytes = 0
+        self._file_bytes = self._pending = 0
         self._rows: list[tuple[dict[str, memoryview], float, int | None, dict[str, Any]]] = []
         self._schema = None
         if self._plan is not None:
@@ -282,7 +285,9 @@ class ParquetWriter(StoreWriter):
             raise PicPacValueError(f"{self.path}: record {index}'s {what} do not fit the table's columns, which "
                                    "were set before it; export_store(db, dst, 'parquet') plans them from every record")
         self._rows.append((fields, label, group, info))
-        if len(self._rows) >= ROW_GROUP_ROWS:
+        self._pending += sum(len(v) for v in fields.values())
+        if len(self._rows) >= ROW_GROUP_ROWS or (self._limit is not None and
+                                                 self._file_bytes + self._pending >= self._limit):
             self._flush()
 
     def _fits(self, label: float, info: dict[str, Any]) -> bool:
@@ -321,8 +326,8 @@ class ParquetWriter(StoreWriter):
                                                 write_statistics=False)
             self._file_bytes = 0
         self._file.write_batch(batch)
-        self._file_bytes += sum(len(v) for r in rows for v in r[0].values())
-        self._rows = []
+        self._file_bytes += self._pending
+        self._rows, self._pending = [], 0
         if self._limit is not None and self._file_bytes >= self._limit:
             self._file.close()
             self._file = None
