@@ -145,10 +145,12 @@ def layout(schema: Any, features: dict[str, Any] | None, where: str, image_colum
         if column is not None and column not in names:
             raise SourceError(f"{where}: no column {column!r} ({option}); its columns are {', '.join(names)}")
     types = {name: schema.field(name).type for name in names}
-    if image_column is None:
-        image_column = own.get("image") if own.get("image") in names else next(
-            (n for n in names if _kind(features.get(n)) == "Image"),
-            next((n for n in names if _is_image(pa, types[n])), None))
+    if image_column is None and own:  # picpac's export: its image field, if it had one
+        image_column = own.get("image") if own.get("image") in names else None
+    elif image_column is None:  # the first Image feature, else an Image's storage, else binary "image" or any
+        binary = [n for n in names if _is_binary(pa, types[n])]
+        image_column = next((n for n in names if _kind(features.get(n)) == "Image"), next(
+            (n for n in names if _is_image(pa, types[n])), "image" if "image" in binary else next(iter(binary), None)))
     if image_column is not None and not (_is_image(pa, types[image_column]) or _is_binary(pa, types[image_column])):
         raise SourceError(f"{where}: column {image_column!r} holds {types[image_column]}, not images (an Image "
                           "feature or binary); name the image column with --image-column")

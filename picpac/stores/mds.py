@@ -114,10 +114,9 @@ class MdsReader(MappedReader):
             if column is not None and column not in encodings:
                 raise SourceError(f"{index}: no column {column!r} ({option}); its columns are "
                                   f"{', '.join(encodings)}")
-        image = self.image_column or next(
-            (n for n, e in encodings.items() if e in ("jpeg", "png")),
-            "image" if encodings.get("image") == "bytes" else next((n for n, e in encodings.items() if e == "bytes"),
-                                                                   None))
+        image = self.image_column or next((n for n, e in encodings.items() if e in ("jpeg", "png")), "image" if
+                                          "image" in encodings else next((n for n, e in encodings.items()
+                                                                          if e == "bytes"), None))
         if image is None or encodings[image] not in IMAGE_ENCODINGS:
             what = f"column {image!r} is encoded {encodings[image]!r}" if image else "no column holds images"
             raise SourceError(f"{index}: {what}; picpac imports encoded images from a jpeg, png or bytes column "
