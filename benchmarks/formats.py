@@ -1,5 +1,5 @@
 """Storage formats compared on real JPEGs (issue 6 item 5): picpac, LMDB, TFRecord, HDF5, npz, SQLite,
-WebDataset tar, binary + index, and a folder of files.
+WebDataset tar, binary + index, Parquet (as Hugging Face's datasets writes it; issue 39) and a folder of files.
 
 Data: ../shared/data/imagenet-250 (250 ImageNet JPEGs, about 110 KB each), repeated --copies times (the
 same bytes; labels from labels.tsv). Every store holds the JPEG bytes, the label and a small meta
@@ -9,8 +9,10 @@ For each format, --repeats times, interleaved (every format once per round; medi
   * write: from the JPEG bytes in memory to a finished store, no fsync for any format (picpac's Writer
     with sync=False; picpac.stores writers with sync=False; the folder's files written with open/write)
   * open: open the store (readers that index their file scan it here: tfrecord, tar)
-  * sequential read: read every record's image in order, as bytes (the store just opened)
-  * random read: every record once in a random order (the store already open), image as bytes
+  * sequential read: read every record's image in order, as bytes (the store just opened); Parquet by
+    iterating its reader (record batches of 16 rows, as picpac import reads it), the others by index
+  * random read: every record once in a random order (the store already open), image as bytes; Parquet
+    reads the row group (100 rows) that holds the record, keeping the last one
 Reads find the files in the page cache (warm, as after a first epoch). Readers check what their format
 checksums (picpac, lmdb and binary: CRC32 per record; tfrecord: CRC32C of every record, with NumPy, and
 with google-crc32c's C code when that is installed); the rows "no check" read without it.
@@ -71,6 +73,10 @@ class Picpac:
     def get(self, reader, i):
         return bytes(reader[i]["image"])
 
+    def scan(self, reader, n):
+        """Every image in order: the sequential read."""
+        return (self.get(reader, i) for i in range(n))
+
     def close(self, reader):
         reader.close()
 
@@ -101,6 +107,11 @@ class Store(Picpac):
 
     def size(self, path):
         return stores.store_size(path, self.kind)
+
+    def scan(self, reader, n):
+        if self.kind != "parquet":
+            return super().scan(reader, n)
+        return (bytes(record["image"]) for record in reader)  # streamed record batches
 
 
 class Folder(Picpac):
@@ -144,6 +155,15 @@ def _remove(path):
 _FORK = None
 
 
+def _has(module: str) -> bool:
+    try:
+        __import__(module)
+    except ImportError:
+        print(f"{module} is not installed: its format is left out", file=sys.stderr)
+        return False
+    return True
+
+
 def _forked(i):
     contender, reader = _FORK
     return hashlib.sha1(contender.get(reader, i)).digest()
@@ -179,7 +199,8 @@ def main() -> int:
     google = checksums.CRC32C_IMPLEMENTATION == "google-crc32c"  # installed: compare with the NumPy CRC32C
     tfrecord = [Store("tfrecord", crc="numpy"), Store("tfrecord", crc="google-crc32c")] if google else \
         [Store("tfrecord", crc="numpy")]
-    contenders = [Picpac(), *(Store(kind) for kind in stores.KINDS if kind != "tfrecord"), *tfrecord, Folder()]
+    contenders = [Picpac(), *(Store(kind) for kind in stores.KINDS if kind != "tfrecord"), *tfrecord,
+                  *([Store("parquet")] if _has("pyarrow") else []), Folder()]
     readers_only = [Picpac(check=False), Store("tfrecord", check=False)]
     results = {c.name: {"write": [], "open": [], "seq": [], "rand": []} for c in contenders + readers_only}
     order = np.random.default_rng(0).permutation(n)
@@ -198,7 +219,7 @@ def main() -> int:
                 t = time.perf_counter()
                 reader = c.open(path)
                 opened = time.perf_counter()
-                total = sum(len(c.get(reader, i)) for i in range(n))
+                total = sum(len(image) for image in c.scan(reader, n))
                 results[c.name]["open"].append(opened - t)
                 results[c.name]["seq"].append(time.perf_counter() - opened)
                 c.close(reader)

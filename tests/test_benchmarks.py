@@ -58,3 +58,19 @@ def test_device_stage_prints_the_agreement_and_the_warp_rates_on_the_cpu():
                        out.stdout, re.M)
     assert [name for name, *_ in rates] == ["batched (the stage's warp)", "one sample per call"]
     assert rates[1][2] == "1.00"
+
+
+def test_formats_compares_every_store_and_parquet():
+    pytest.importorskip("pyarrow")
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real data not found at {SHARED_DATA} (the ../shared folder beside the repo)")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "formats.py"), "--copies", "1", "--repeats", "1"],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = re.findall(r"^(\S.*?)\s+([\d.]+)x\s.*?\s([\d,]+)\s+([\d,]+)\s+yes$", out.stdout, re.M)
+    names = [name for name, *_ in rows]
+    assert names[:7] == ["picpac", "lmdb", "hdf5", "npz", "sqlite", "tar", "binary"] and "parquet" in names
+    assert names[-2:] == ["picpac, no check", "tfrecord, no check"] and "folder of files" in names
+    parquet = rows[names.index("parquet")]
+    assert 1.0 < float(parquet[1]) < 1.01  # size vs raw: the JPEG bytes and a little
+    assert int(parquet[2].replace(",", "")) > 0 and int(parquet[3].replace(",", "")) > 0  # seq and random rec/s

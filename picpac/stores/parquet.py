@@ -303,12 +303,11 @@ class ParquetWriter(StoreWriter):
         pa, plan, rows = self._pa, self._plan, self._rows
         arrays = []
         for name in plan.fields:
-            values = [None if name not in r[0] else bytes(r[0][name]) for r in rows]
-            if name == "image":
-                arrays.append(pa.array([None if v is None else {"bytes": v, "path": None} for v in values],
-                                       self._schema.field(name).type))
-            else:
-                arrays.append(pa.array(values, pa.binary()))
+            values = pa.array([r[0].get(name) for r in rows], pa.binary())
+            if name == "image":  # an Image's storage: the bytes, no path; null where the record has no image
+                values = pa.StructArray.from_arrays([values, pa.nulls(len(rows), pa.string())], ["bytes", "path"],
+                                                    mask=values.is_null())
+            arrays.append(values)
         labels = [r[1] for r in rows] if plan.label == "float64" else [int(r[1]) for r in rows]
         arrays.append(pa.array(labels, self._schema.field(self._label).type))
         if self._group:
