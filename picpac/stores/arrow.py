@@ -13,8 +13,7 @@ from ..file.inputs import read_text
 from ..file.layout import load_json
 from ..file.reader import Record
 from . import hf
-from .base import StoreReader, check_regular
-from .parquet import _reopen_table
+from .base import StoreReader, TableReader, check_regular
 
 
 def _json_file(path: str, what: str) -> Any:
@@ -47,16 +46,11 @@ def arrow_files(path: str) -> tuple[list[str], dict[str, Any] | None]:
     return files, features if isinstance(features, dict) else None
 
 
-class ArrowReader(StoreReader):
+class ArrowReader(TableReader):
     """Reads a ``Dataset.save_to_disk`` folder (or one ``.arrow`` file) by its features, as :class:`ParquetReader`
     reads Parquet; records are views of the memory-mapped files, in order, and ``r[i]`` is direct."""
 
     kind = "arrow"
-
-    def __init__(self, path: str | os.PathLike, *, check: bool = True, image_column: str | None = None,
-                 label_column: str | None = None):
-        self.image_column, self.label_column = image_column, label_column
-        super().__init__(path, check=check)
 
     def _open(self) -> None:
         pa = hf.pyarrow()
@@ -110,7 +104,4 @@ class ArrowReader(StoreReader):
         for source in getattr(self, "_maps", ()):
             source.close()
         self._maps = []
-
-    def __reduce__(self):
-        return _reopen_table, (type(self), self.path, self.check, self.image_column, self.label_column)
 

@@ -476,6 +476,28 @@ def _reopen(cls: type[StoreReader], path: str, check: bool) -> StoreReader:
     return cls(path, check=check)
 
 
+class TableReader(StoreReader):
+    """A reader of a table (:data:`TABLE_KINDS`) by column: ``image_column`` and ``label_column`` name the
+    columns of the images and the labels (None: what the table says, or the format's defaults)."""
+
+    def __init__(self, path: str | os.PathLike, *, check: bool = True, image_column: str | None = None,
+                 label_column: str | None = None):
+        self.image_column, self.label_column = image_column, label_column
+        super().__init__(path, check=check)
+
+    def where(self, i: int) -> str:
+        """Where record ``i`` is: its file and row."""
+        raise NotImplementedError
+
+    def __reduce__(self):
+        return _reopen_table, (type(self), self.path, self.check, self.image_column, self.label_column)
+
+
+def _reopen_table(cls: type[TableReader], path: str, check: bool, image_column: str | None,
+                  label_column: str | None) -> TableReader:
+    return cls(path, check=check, image_column=image_column, label_column=label_column)
+
+
 class MappedReader(StoreReader):
     """A reader over one memory-mapped file (inherited as is by forked children)."""
 

@@ -334,8 +334,8 @@ def import_store(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, ov
     the images and the labels (:class:`~.tfrecord.TFRecordReader`), for a table (:data:`TABLE_KINDS`)
     ``image_column`` and ``label_column`` its columns; ``unpickle`` reads the pickled datapoints of
     an LMDB that tensorpack's LMDBSerializer wrote (:class:`~.lmdb.LmdbReader`: only for a file you trust).
-    Records are copied as they are; ``picpac import --from parquet|arrow|mds`` (:func:`picpac.tools.tables.import_table`)
-    also checks every image and turns detection columns into shapes.
+    Records are copied as they are; ``picpac import --from parquet|arrow|mds``
+    (:func:`picpac.tools.tables.import_table`) also checks every image and turns detection columns into shapes.
 
     LMDB and HDF5 stores are read by a child process (:class:`IsolatedReader`), so that their libraries'
     crashes on a damaged store are errors; a write that fails (a full disk) is a FileIOError naming ``db``."""

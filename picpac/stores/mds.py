@@ -29,8 +29,7 @@ from ..errors import CorruptError, FormatError, SourceError
 from ..file.inputs import read_text
 from ..file.layout import load_json
 from ..file.reader import Record
-from .base import MappedReader, check_regular, corrupt_error, require_package
-from .parquet import _reopen_table
+from .base import MappedReader, TableReader, check_regular, corrupt_error, require_package
 
 IMAGE_ENCODINGS = ("jpeg", "png", "bytes")
 _SCALARS = {"int": "<i8", "uint8": "<u1", "uint16": "<u2", "uint32": "<u4", "uint64": "<u8", "int8": "<i1",
@@ -50,18 +49,13 @@ def _text_value(encoding: str, data: bytes) -> Any:
     return json.loads(text) if encoding == "json" else text
 
 
-class MdsReader(MappedReader):
+class MdsReader(TableReader, MappedReader):
     """Reads the MDS shards of a local folder (its ``index.json``); ``image_column`` and ``label_column`` name
     the columns [default: the first ``jpeg``/``png`` column, else ``image``, else the first ``bytes`` column;
     the column ``label`` when it holds numbers]. Other ``bytes`` columns become fields, numbers and text the
     meta; ``pkl`` columns are never unpickled, arrays and PIL pixels left out."""
 
     kind = "mds"
-
-    def __init__(self, path: str | os.PathLike, *, check: bool = True, image_column: str | None = None,
-                 label_column: str | None = None):
-        self.image_column, self.label_column = image_column, label_column
-        super().__init__(path, check=check)
 
     def _open(self) -> None:
         index = os.path.join(self.path, "index.json") if os.path.isdir(self.path) else self.path
@@ -222,6 +216,3 @@ class MdsReader(MappedReader):
         if getattr(self, "_temp", None) is not None:
             self._temp.close()
             self._temp = None
-
-    def __reduce__(self):
-        return _reopen_table, (type(self), self.path, self.check, self.image_column, self.label_column)

@@ -24,7 +24,7 @@ from ..errors import FormatError, MissingPathError, PicPacValueError, SourceErro
 from ..file.reader import Record
 from ..file.sizes import parse_size
 from . import hf
-from .base import StoreReader, StoreWriter, check_regular
+from .base import StoreReader, StoreWriter, TableReader, check_regular
 
 ROW_GROUP_ROWS = 100
 """Rows per row group written: what ``datasets`` writes for image datasets."""
@@ -60,7 +60,7 @@ def table_files(path: str, suffix: str, kind: str) -> list[str]:
     return found
 
 
-class ParquetReader(StoreReader):
+class ParquetReader(TableReader):
     """Reads Parquet files as Hugging Face's ``datasets`` writes them (:mod:`picpac.stores.hf`); ``image_column``
     and ``label_column`` name the columns where the features say nothing (or name others)."""
 
@@ -68,10 +68,10 @@ class ParquetReader(StoreReader):
 
     def __init__(self, path: str | os.PathLike, *, check: bool = True, image_column: str | None = None,
                  label_column: str | None = None):
-        self.image_column, self.label_column = image_column, label_column
         given = os.fspath(path)
         self._files = table_files(given, ".parquet", self.kind)
-        super().__init__(given if os.path.exists(given) else os.path.dirname(self._files[0]) or ".", check=check)
+        super().__init__(given if os.path.exists(given) else os.path.dirname(self._files[0]) or ".", check=check,
+                         image_column=image_column, label_column=label_column)
         self.path = given
 
     def _open(self) -> None:
@@ -139,13 +139,6 @@ class ParquetReader(StoreReader):
 
     def _close(self) -> None:
         self._cached = None
-
-    def __reduce__(self):
-        return _reopen_table, (type(self), self.path, self.check, self.image_column, self.label_column)
-
-
-def _reopen_table(cls: type, path: str, check: bool, image_column: str | None, label_column: str | None) -> Any:
-    return cls(path, check=check, image_column=image_column, label_column=label_column)
 
 
 # -- writing ----------------------------------------------------------------------------------------------
