@@ -39,7 +39,9 @@ PUBLIC = {
         "TFRecordReader", "TFRecordWriter", "HDF5Reader", "HDF5Writer", "NpzReader", "NpzWriter", "SqliteReader",
         "SqliteWriter", "TarReader", "TarWriter", "BinaryReader", "BinaryWriter", "crc32c", "masked_crc32c", "tfrecord_frame",
         "encode_record", "decode_record", "encode_example", "decode_example", "index_path",
+        "TABLE_KINDS", "ParquetReader", "ParquetWriter", "ArrowReader", "MdsReader", "TablePlan", "plan_table",
     ],
+    "picpac.tools.tables": ["import_table"],
     "picpac.sampling": [
         "AbstractSampler", "StandardSampler", "SubsetSampler", "WeightedSampler", "WeightedSubsetSampler",
         "Sampler", "assign_folds", "select", "num_batches",
