@@ -224,8 +224,12 @@ def oriented(img: np.ndarray, orientation: int) -> np.ndarray:
 def jpeg_ends(data: Any) -> bool:
     """Whether a JPEG has an end-of-image marker after its last start of scan (entropy-coded data stuffs every 0xFF,
     so only markers match): without one it was cut short."""
-    b = bytes(data)
-    return b.find(b"\xff\xd9", max(0, b.rfind(b"\xff\xda"))) >= 0
+    buf = np.frombuffer(data, np.uint8)
+    if buf[-2:].tobytes() == b"\xff\xd9":  # the usual end: no copy, no search
+        return True
+    b = buf.tobytes()
+    end = b.rfind(b"\xff\xd9")  # (a search from the end finds a marker near it soon, the last start of scan late)
+    return end >= 0 and b.find(b"\xff\xda", end) < 0
 
 
 def _checked_size(data: Any, max_pixels: int | None) -> tuple[int, int] | None:

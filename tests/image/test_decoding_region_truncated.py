@@ -142,3 +142,12 @@ def test_streams_of_incomplete_and_truncated_jpegs_are_the_same_with_region_deco
     assert list(out[0][1]) == list(out[1][1]) == list(range(len(records)))
     assert np.array_equal(out[0][0], out[1][0]), [hashlib.sha1(a).hexdigest() == hashlib.sha1(b).hexdigest()
                                                   for a, b in zip(out[0][0], out[1][0])]
+
+
+def test_a_jpeg_ends_where_an_end_of_image_marker_follows_its_last_scan():
+    data = cv2.imencode(".jpg", np.full((16, 24, 3), 90, np.uint8))[1].tobytes()
+    assert decoding.jpeg_ends(data) and decoding.jpeg_ends(np.frombuffer(data, np.uint8))
+    assert decoding.jpeg_ends(data + b"\x00trailing bytes")  # after the marker: still whole
+    assert not decoding.jpeg_ends(data[:-2]) and not decoding.jpeg_ends(data[:len(data) // 2])
+    assert not decoding.jpeg_ends(data + data[:-2])  # a scan after the last marker, cut short
+    assert not decoding.jpeg_ends(b"") and not decoding.jpeg_ends(b"\xd9")
