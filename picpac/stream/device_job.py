@@ -60,15 +60,8 @@ class DeviceJob(SampleJob):
         start, cpu = time.perf_counter(), time.thread_time()
         rng = sample_rng(self.seed, epoch, source, record) if self.processor.random else \
             LazyRng(self.seed, epoch, source, record)
-        cached, reader, fields, read = self._source(source, record, start)
-        if cached is None:
-            sample = self.processor.settle(self.processor.decode(fields, label, record, reader.path, reader.arrays),
-                                           rng)
-            if self.cache is not None:
-                sample = self._keep((source, record), sample)
-        else:
-            sample = cached.copy()
-        sample = self.processor.augment(sample, rng, self.head)
+        settled, fields, read = self._settled(source, record, label, rng, start)
+        sample = self.processor.augment(settled, rng, self.head)
         planned = self._plan(sample, fields, rng)
         # masks are the stage's to make
         target, dense = (None, self.processor.dense(sample)) if self.segment else self.processor.target(sample)

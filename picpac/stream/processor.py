@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -184,22 +184,15 @@ class Processor:
         return cls(config.decode, config.augment, config.output, config.parallelism.profile)
 
     def sample(self, fields: dict[str, Any], label: float, record: int, where: str,
-               arrays: Mapping[str, ArraySpec] | None, rng: Any,
-               cache: Callable[[Sample], Sample] | None = None) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
-        """A record's fields all the way to its output arrays: decode -> settle -> augment -> output. ``cache``
-        (if given) is handed the settled sample, the deterministic part, and returns the sample to augment."""
-        settled = self.settle(self.decode(fields, label, record, where, arrays), rng)
-        return self.finish(settled if cache is None else cache(settled), rng)
+               arrays: Mapping[str, ArraySpec] | None, rng: Any) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
+        """A record's fields all the way to its output arrays: decode -> settle -> augment -> output."""
+        return self.output(self.plan(fields, label, record, where, arrays, rng))
 
     def plan(self, fields: dict[str, Any], label: float, record: int, where: str,
              arrays: Mapping[str, ArraySpec] | None, rng: Any) -> Sample:
         """A record's sample after decode -> settle -> augment, its output not made: where no step read the
         pixels, a deferred JPEG is still undecoded, its whole geometry one pending map (the fused C path)."""
         return self.augment(self.settle(self.decode(fields, label, record, where, arrays), rng), rng)
-
-    def finish(self, settled: Sample, rng: Any) -> tuple[np.ndarray, Target, tuple[np.ndarray, ...]]:
-        """A settled sample's random steps, then its output arrays."""
-        return self.output(self.augment(settled, rng))
 
     @staticmethod
     def damage(sample: Sample) -> str | None:

@@ -69,32 +69,30 @@ class SampleJob:
         _, _, epoch, source, record, label = unit
         start, cpu = time.perf_counter(), time.thread_time()
         rng = LazyRng(self.seed, epoch, source, record)
-        cached, reader, fields, read = self._source(source, record, start)
+        settled, _, read = self._settled(source, record, label, rng, start)
         p = self.processor
-        if cached is None:
-            settled = p.settle(p.decode(fields, label, record, reader.path, reader.arrays), rng)
-            if self.cache is not None:
-                settled = self._keep((source, record), settled)
-        else:
-            settled = cached.copy()
         sample = p.augment(settled, rng)
         image, target, dense = p.output(sample)
         if self.profile is not None:
             self.profile.sample(read, decode_seconds(), time.perf_counter() - start, time.thread_time() - cpu)
         return image, (target, dense, p.damage(sample))
 
-    def _source(self, source: int, record: int, start: float) -> tuple[Sample | None, IndexedReader, dict, float]:
-        """``(cached, reader, fields, read)``: the record's cached settled sample (cache=True), else its reader and
-        fields read now and the seconds since ``start``."""
-        cached = None if self.cache is None else self.cache.get((source, record))
+    def _settled(self, source: int, record: int, label: float, rng: Any, start: float
+                 ) -> tuple[Sample, dict[str, Any], float]:
+        """``(settled, fields, read)``: the record's sample decoded and settled (its deterministic part, which
+        cache=True keeps and hands out copies of), its fields ({} from the cache), and the seconds since ``start``
+        that reading them took."""
+        key = (source, record)
+        cached = None if self.cache is None else self.cache.get(key)
         if cached is not None:
-            return cached, self.readers[source], {}, 0.0
+            return cached.copy(), {}, 0.0
         reader = self.readers[source]
-        return None, reader, reader[record].fields, time.perf_counter() - start
-
-    def _keep(self, key: tuple[int, int], settled: Sample) -> Sample:
-        self.cache[key] = settled.copy()
-        return settled
+        fields = reader[record].fields
+        read = time.perf_counter() - start
+        settled = self.processor.settle(self.processor.decode(fields, label, record, reader.path, reader.arrays), rng)
+        if self.cache is not None:
+            self.cache[key] = settled.copy()
+        return settled, fields, read
 
     def build(self) -> SampleJob:
         """A worker process's job: itself, as it arrived pickled (``processes.pack_recipe``)."""

@@ -155,31 +155,14 @@ def test_a_transform_sees_the_settled_sample_and_its_dense_targets_follow():
     assert len(dense) == 1 and dense[0].tolist() == [int(image.sum())]
 
 
-# -- the cache hook -------------------------------------------------------------------------------------------------
-def test_cache_is_handed_the_settled_sample_and_its_answer_is_finished(tench):
-    handed = []
-    replacement = Sample(np.full((48, 64, 3), 7, np.uint8), 0.0, 0)
-
-    def cache(settled: Sample) -> Sample:
-        handed.append((settled.size, settled.image.shape, settled.record))
-        return replacement
-    p = processor(resize_width=64, resize_height=48, dtype="uint8")
-    image, _, _ = p.sample({"image": tench}, 2.0, 11, "db", None, rng(), cache=cache)
-    assert handed == [((64, 48), (48, 64, 3), 11)]
-    assert image.shape == (3, 48, 64) and (image == 7).all()  # what finish() makes of the sample cache returned
-    plain, _, _ = p.sample({"image": tench}, 2.0, 11, "db", None, rng())
-    kept, _, _ = p.sample({"image": tench}, 2.0, 11, "db", None, rng(), cache=lambda settled: settled)
-    assert np.array_equal(plain, kept) and not (plain == 7).all()
-
-
-def test_finish_runs_the_random_steps_on_a_settled_sample():
+def test_a_settled_samples_random_steps_follow_the_records_rng():
     p = processor(perturb=True, pert_hflip=True, dtype="uint8", order="NHWC")
     flips = set()
     for record in range(16):
         settled = p.settle(p.decode({"image": png(KNOWN)}, 0.0, record, "db"), rng())
-        image, _, _ = p.finish(settled, LazyRng(2016, 0, 0, record))
-        again, _, _ = p.finish(p.settle(p.decode({"image": png(KNOWN)}, 0.0, record, "db"), rng()),
-                               LazyRng(2016, 0, 0, record))
+        image, _, _ = p.output(p.augment(settled, LazyRng(2016, 0, 0, record)))
+        again, _, _ = p.output(p.augment(p.settle(p.decode({"image": png(KNOWN)}, 0.0, record, "db"), rng()),
+                                         LazyRng(2016, 0, 0, record)))
         assert np.array_equal(image, again)  # the record's RNG decides
         flipped = np.array_equal(image, KNOWN_RGB[:, ::-1])
         assert flipped or np.array_equal(image, KNOWN_RGB)
