@@ -111,7 +111,7 @@ class NvJpeg:
     roi = False
     bgr_out = False
 
-    def __init__(self, device: Any, channels: int, bgr: bool = False):
+    def __init__(self, device: Any, channels: int):
         io = require("torchvision.io", "gpu", WHO)
         self.mode = io.ImageReadMode.GRAY if channels == 1 else io.ImageReadMode.RGB
         self.decode, self.device = io.decode_jpeg, device
@@ -158,7 +158,7 @@ def decoder(device: Any, channels: int, bgr: bool = False) -> NvImageCodec | NvJ
         warnings.warn(f"picpac's device stage: {why}; torchvision's nvJPEG decodes instead", RuntimeWarning,
                       stacklevel=2)
     try:
-        fallback = NvJpeg(device, channels, bgr)
+        fallback = NvJpeg(device, channels)
     except NoDecoderError as exc:
         warnings.warn(f"picpac's device stage: {why or 'nvImageCodec is not installed'}, and {exc}: the planning "
                       "threads decode the JPEGs on the CPU (pip install 'picpac[gpu-cu12]' for nvImageCodec)",
