@@ -253,13 +253,21 @@ def read_image(path: str, *, max_pixels: int | None = MAX_PIXELS, option: str = 
     declares more than ``max_pixels``, is a SourceError whose ``reason`` says why; ``option`` names the setting
     that raises the limit. ``on_damage`` is :func:`decode`'s."""
     data = read_file(path)
+    return data, checked_image(data, path, max_pixels=max_pixels, option=option, on_damage=on_damage)
+
+
+def checked_image(data: Any, where: str, *, max_pixels: int | None = MAX_PIXELS, option: str = "max_pixels=",
+                  on_damage: Callable[[str], None] | None = None) -> np.ndarray:
+    """The image ``data`` decodes to, as ``picpac import`` checks every image: bytes that do not decode, or whose
+    header declares more than ``max_pixels``, are a SourceError naming ``where`` whose ``reason`` says why;
+    ``option`` names the setting that raises the limit. ``on_damage`` is :func:`decode`'s."""
     try:
         img = decode(data, max_pixels=max_pixels, on_damage=on_damage)
     except ImageTooLargeError as exc:
-        raise source_error(path, f"image of {exc.advice(option)}") from None
+        raise source_error(where, f"image of {exc.advice(option)}") from None
     if img is None:
-        raise source_error(path, "cannot decode (corrupt, truncated or not an image)")
-    return data, img
+        raise source_error(where, "cannot decode (corrupt, truncated or not an image)")
+    return img
 
 
 def shape_of(img: np.ndarray) -> tuple[int, int, int]:

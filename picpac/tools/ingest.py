@@ -14,10 +14,12 @@ from tqdm import tqdm
 from .. import image
 from ..engine.threads import ordered_map
 from ..errors import ImportFailedError, PathExistsError, PicPacValueError, SourceError
+from ..file.inputs import read_file
 from ..file.layout import load_json
 from ..file.shards import INDEX_SUFFIX, write_index
 from ..file.sizes import parse_size
 from ..file.writer import Writer
+from ..image.decoding import checked_image
 from ..sources import SourceItem, centres_to_continuous, scan
 from ..stores.base import output_errors
 
@@ -283,20 +285,31 @@ def _load(item: SourceItem, root: str, max_size: int | None, max_pixels: int | N
 
 def _read_image(path: str, what: str, max_pixels: int | None, damage: list[str],
                 keep_damaged: bool) -> tuple[bytes, np.ndarray]:
-    """The bytes of an image file and the image they decode to; ``what`` prefixes skip reasons. A file that
-    is not a regular one (a FIFO, a device, a directory) or too large is skipped unread; a damaged JPEG is skipped,
-    or with ``keep_damaged`` kept, libjpeg's warning added to ``damage``."""
+    """The bytes of an image file and the image they decode to (:func:`_checked_image`); ``what`` prefixes skip
+    reasons. A file that is not a regular one (a FIFO, a device, a directory) or too large is skipped unread."""
+    try:
+        data = read_file(path)
+    except SourceError as exc:
+        raise _Skip(f"{what}{exc.reason}") from None
+    return data, _checked_image(data, path, what, max_pixels, damage, keep_damaged)
+
+
+def _checked_image(data: bytes, where: str, what: str, max_pixels: int | None, damage: list[str],
+                   keep_damaged: bool) -> np.ndarray:
+    """The image ``data`` (from ``where``) decodes to, checked as import checks every image, else a _Skip whose
+    reason ``what`` prefixes: a damaged JPEG is skipped, or with ``keep_damaged`` kept, libjpeg's warning added to
+    ``damage``."""
     warned: list[str] = []
     try:
-        data, img = image.read_image(path, max_pixels=max_pixels, option="--max-pixels (max_pixels=)",
-                                     on_damage=warned.append)
+        img = checked_image(data, where, max_pixels=max_pixels, option="--max-pixels (max_pixels=)",
+                            on_damage=warned.append)
     except SourceError as exc:
         raise _Skip(f"{what}{exc.reason}") from None
     if warned and not keep_damaged:
         raise _Skip(f"{what}damaged JPEG (libjpeg: {warned[0]}); --keep-damaged (keep_damaged=True) imports it as "
                     "libjpeg fills it in")
     damage += [f"{what}{warning}" for warning in warned]
-    return data, img
+    return img
 
 
 def _checked_json(annotation: bytes) -> bytes:

@@ -14,7 +14,7 @@ from tqdm import tqdm
 
 from .. import image
 from ..engine.threads import ordered_map
-from ..errors import ImageTooLargeError, ImportFailedError, PicPacValueError, SourceError
+from ..errors import ImportFailedError, PicPacValueError, SourceError
 from ..file.reader import Record
 from ..file.shards import INDEX_SUFFIX
 from ..file.sizes import parse_size
@@ -22,7 +22,7 @@ from ..sources.base import annotation_json, rect_json, shape_json
 from ..stores import TABLE_KINDS, open_reader
 from ..stores.base import output_errors
 from ..stores.hf import BBOX_FORMATS, boxes
-from .ingest import _WINDOW_PER_THREAD, ImportReport, _check_positive, _check_target, _writer
+from .ingest import _WINDOW_PER_THREAD, ImportReport, _check_positive, _check_target, _checked_image, _Skip, _writer
 
 
 def import_table(src: str | os.PathLike, db: str | os.PathLike, kind: str, *, image_column: str | None = None,
@@ -102,17 +102,12 @@ def _check(record: Record, field: str, objects: str | None, bbox_format: str, ma
         return f"no image (null in the image column {field!r})"
     if math.isnan(record.label):
         return "its label is null"
-    data = bytes(record.fields[field])
-    warned: list[str] = []
+    damage: list[str] = []
     try:
-        img = image.decode(data, max_pixels=max_pixels, on_damage=warned.append)
-    except ImageTooLargeError as exc:
-        return f"image of {exc.advice('--max-pixels (max_pixels=)')}"
-    if img is None:
-        return "image does not decode (corrupt, truncated or not an image)"
-    if warned and not keep_damaged:
-        return (f"damaged JPEG (libjpeg: {warned[0]}); --keep-damaged (keep_damaged=True) imports it as libjpeg "
-                "fills it in")
+        img = _checked_image(bytes(record.fields[field]), f"row {record.index}", "", max_pixels, damage,
+                             keep_damaged)
+    except _Skip as skip:
+        return str(skip)
     fields = {name: bytes(value) for name, value in record.fields.items()}
     meta = dict(record.meta)
     if objects is not None:
@@ -124,5 +119,5 @@ def _check(record: Record, field: str, objects: str | None, bbox_format: str, ma
         fields["annotation"] = annotation_json([
             shape_json("rect", rect_json(x / width, y / height, w / width, h / height), label)
             for x, y, w, h, label in found])
-    return fields, meta, "; ".join(warned) or None
+    return fields, meta, "; ".join(damage) or None
 

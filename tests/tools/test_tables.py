@@ -84,11 +84,11 @@ def test_rows_without_a_usable_image_or_label_are_listed(monkeypatch, tmp_path):
     assert report.count == 2 and report.skipped == [
         (f"{where}: row 1", "no image (null in the image column 'image')"),
         (f"{where}: row 2", "its label is null"),
-        (f"{where}: row 3", "image does not decode (corrupt, truncated or not an image)")]
+        (f"{where}: row 3", "cannot decode (corrupt, truncated or not an image)")]
     assert report.summary().splitlines()[1:] == ["skipped 3:", f"  {where}: row 1: no image (null in the image "
                                                  "column 'image')", f"  {where}: row 2: its label is null",
-                                                 f"  {where}: row 3: image does not decode (corrupt, truncated or "
-                                                 "not an image)"]
+                                                 f"  {where}: row 3: cannot decode (corrupt, truncated or not an "
+                                                 "image)"]
     with picpac.Reader(tmp_path / "t.picpac") as r:
         assert [bytes(x["image"]) for x in r] == [jpegs[0][1], jpegs[4][1]] and r.classes == ["a", "b"]
     result = run_cli("import", "--from", "parquet", tmp_path / "t.parquet", tmp_path / "s.picpac", "--strict")
