@@ -13,6 +13,7 @@ from __future__ import annotations
 import bisect
 import glob
 import importlib
+import itertools
 import json
 import math
 import os
@@ -93,7 +94,7 @@ class ParquetReader(TableReader):
         self._groups: list[list[int]] = []
         for meta in self._metas:
             rows = [meta.row_group(g).num_rows for g in range(meta.num_row_groups)]
-            self._groups.append([self._starts[-1] + sum(rows[:g]) for g in range(len(rows) + 1)])
+            self._groups.append(list(itertools.accumulate(rows, initial=self._starts[-1])))
             self._starts.append(self._starts[-1] + meta.num_rows)
         self._count = self._starts[-1]
         image = [self.table.image_field] if self.table.image else []
